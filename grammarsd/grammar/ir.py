@@ -1,0 +1,365 @@
+"""Grammar IR: the one representation every front end lowers to.
+
+Everything is over Unicode code points (the compiler lowers to UTF-8 bytes). Expressions are
+frozen, hashable dataclasses:
+
+    Literal(text)              the exact string ``text`` ("" is allowed and means epsilon)
+    CharClass(ranges)          one code point from sorted, disjoint, non-adjacent inclusive
+                               ``ranges``; surrogates (U+D800..U+DFFF) are never members,
+                               because they have no UTF-8 encoding
+    Seq(items)                 concatenation; ``Seq(())`` is the empty string (EMPTY)
+    Choice(items)              alternation; ``Choice(())`` is the empty language (NOTHING)
+    Repeat(item, min, max)     ``item{min,max}``; ``max=None`` is unbounded
+    Ref(name)                  a reference to a rule; recursion (also left recursion) is fine
+
+A ``Grammar`` maps rule names to expressions and names its ``start`` rule. ``str(grammar)``
+prints it in a Lark-like EBNF so users can see what their schema or regex became.
+
+Use the smart constructors (``seq``, ``choice``, ``repeat``, ``lit``, ``chars``, ...) in front
+ends: they flatten and drop trivial pieces, so IR stays small without a separate pass.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+MAX_CODE_POINT = 0x10FFFF
+SURROGATES = (0xD800, 0xDFFF)
+
+
+# --------------------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True)
+class Literal:
+    """An exact string."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return json.dumps(self.text, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class CharClass:
+    """One code point from ``ranges`` (normalised: sorted, merged, no surrogates)."""
+
+    ranges: tuple[tuple[int, int], ...]
+
+    def __post_init__(self) -> None:
+        if self.ranges != _normalize_ranges(self.ranges):
+            raise ValueError(f"CharClass ranges are not normalised: {self.ranges!r}; use chars()")
+
+    def __contains__(self, cp: int) -> bool:
+        lo, hi = 0, len(self.ranges)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            a, b = self.ranges[mid]
+            if cp < a:
+                hi = mid
+            elif cp > b:
+                lo = mid + 1
+            else:
+                return True
+        return False
+
+    def negate(self) -> CharClass:
+        """All code points (minus surrogates) not in this class."""
+        out: list[tuple[int, int]] = []
+        prev = 0
+        for a, b in self.ranges:
+            if a > prev:
+                out.append((prev, a - 1))
+            prev = b + 1
+        if prev <= MAX_CODE_POINT:
+            out.append((prev, MAX_CODE_POINT))
+        return chars(out)
+
+    def union(self, other: CharClass) -> CharClass:
+        return chars(self.ranges + other.ranges)
+
+    def intersect(self, other: CharClass) -> CharClass:
+        return self.negate().union(other.negate()).negate()
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.ranges
+
+    def __str__(self) -> str:
+        if self.ranges == ANY_CHAR.ranges:
+            return "/./s"
+        parts = []
+        for a, b in self.ranges:
+            parts.append(_class_char(a) if a == b else f"{_class_char(a)}-{_class_char(b)}")
+        return "[" + "".join(parts) + "]"
+
+
+@dataclass(frozen=True)
+class Seq:
+    """Concatenation of ``items``; the empty tuple is the empty string."""
+
+    items: tuple[Expr, ...]
+
+    def __str__(self) -> str:
+        if not self.items:
+            return '""'
+        return " ".join(_paren(i, (Choice,)) for i in self.items)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Alternation of ``items``; the empty tuple is the empty language."""
+
+    items: tuple[Expr, ...]
+
+    def __str__(self) -> str:
+        if not self.items:
+            return "<nothing>"
+        return " | ".join(str(i) for i in self.items)
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """``item`` repeated between ``min`` and ``max`` times (``max=None``: unbounded)."""
+
+    item: Expr
+    min: int = 0
+    max: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.min < 0 or (self.max is not None and self.max < self.min):
+            raise ValueError(f"bad repeat bounds {{{self.min},{self.max}}}")
+
+    def __str__(self) -> str:
+        inner = _paren(self.item, (Choice, Seq, Repeat))
+        m, n = self.min, self.max
+        if (m, n) == (0, None):
+            return inner + "*"
+        if (m, n) == (1, None):
+            return inner + "+"
+        if (m, n) == (0, 1):
+            return inner + "?"
+        if n is None:
+            return f"{inner}{{{m},}}"
+        if m == n:
+            return f"{inner}{{{m}}}"
+        return f"{inner}{{{m},{n}}}"
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A reference to the rule ``name``."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+Expr = Literal | CharClass | Seq | Choice | Repeat | Ref
+
+EMPTY = Seq(())
+NOTHING = Choice(())
+
+
+# --------------------------------------------------------------------------- grammar
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """Named rules plus the start rule. ``rules`` is read-only; insertion order is kept."""
+
+    rules: Mapping[str, Expr]
+    start: str = "start"
+    _frozen: tuple[tuple[str, Expr], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        frozen = tuple(self.rules.items())
+        object.__setattr__(self, "rules", MappingProxyType(dict(frozen)))
+        object.__setattr__(self, "_frozen", frozen)
+        if self.start not in self.rules:
+            raise ValueError(f"start rule {self.start!r} is not defined")
+        missing = sorted({r.name for _, e in frozen for r in iter_refs(e)} - set(self.rules))
+        if missing:
+            raise ValueError(f"undefined rules referenced: {', '.join(missing)}")
+
+    def __hash__(self) -> int:
+        return hash((self._frozen, self.start))
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Grammar)
+            and self.start == other.start
+            and self._frozen == other._frozen
+        )
+
+    def __str__(self) -> str:
+        order = [self.start] + [n for n in self.rules if n != self.start]
+        return "\n".join(f"{name}: {self.rules[name]}" for name in order)
+
+    def fingerprint(self) -> str:
+        """A stable hex digest of the grammar (cache keys)."""
+        return hashlib.sha256(str(self).encode()).hexdigest()
+
+    @classmethod
+    def single(cls, expr: Expr, name: str = "start") -> Grammar:
+        """A grammar with one rule."""
+        return cls({name: expr}, start=name)
+
+
+# --------------------------------------------------------------------------- constructors
+
+
+def lit(text: str) -> Expr:
+    """A literal; the empty string is EMPTY."""
+    return Literal(text) if text else EMPTY
+
+
+def chars(ranges: Iterable[tuple[int, int]]) -> CharClass:
+    """A character class from any (possibly overlapping, unsorted) inclusive ranges."""
+    return CharClass(_normalize_ranges(tuple(ranges)))
+
+
+def char_set(text: str) -> CharClass:
+    """A class of exactly the characters in ``text``."""
+    return chars((ord(c), ord(c)) for c in text)
+
+
+
+
+def seq(*items: Expr) -> Expr:
+    """Concatenation, flattened; literals merged; EMPTY dropped; NOTHING absorbs."""
+    out: list[Expr] = []
+    for item in items:
+        parts = item.items if isinstance(item, Seq) else (item,)
+        for part in parts:
+            if part == NOTHING:
+                return NOTHING
+            if isinstance(part, Literal) and out and isinstance(out[-1], Literal):
+                out[-1] = Literal(out[-1].text + part.text)
+            elif part != EMPTY:
+                out.append(part)
+    return out[0] if len(out) == 1 else Seq(tuple(out))
+
+
+def choice(*items: Expr) -> Expr:
+    """Alternation, flattened, duplicates removed (first kept); NOTHING dropped."""
+    out: list[Expr] = []
+    for item in items:
+        for part in item.items if isinstance(item, Choice) else (item,):
+            if part not in out:
+                out.append(part)
+    return out[0] if len(out) == 1 else Choice(tuple(out))
+
+
+def repeat(item: Expr, min: int = 0, max: int | None = None) -> Expr:
+    """``item{min,max}`` with the trivial cases folded."""
+    if max == 0 or item == EMPTY:
+        return EMPTY
+    if item == NOTHING:
+        return EMPTY if min == 0 else NOTHING
+    if min == 1 and max == 1:
+        return item
+    return Repeat(item, min, max)
+
+
+def optional(item: Expr) -> Expr:
+    return repeat(item, 0, 1)
+
+
+# --------------------------------------------------------------------------- traversal
+
+
+def children(expr: Expr) -> tuple[Expr, ...]:
+    if isinstance(expr, (Seq, Choice)):
+        return expr.items
+    if isinstance(expr, Repeat):
+        return (expr.item,)
+    return ()
+
+
+def iter_refs(expr: Expr) -> Iterable[Ref]:
+    """Every ``Ref`` inside ``expr`` (with repeats)."""
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Ref):
+            yield e
+        stack.extend(children(e))
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _normalize_ranges(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    cut: list[tuple[int, int]] = []
+    for a, b in ranges:
+        a, b = max(0, a), min(MAX_CODE_POINT, b)
+        if a > b:
+            continue
+        # remove the surrogate block
+        if a < SURROGATES[0] and b > SURROGATES[1]:
+            cut += [(a, SURROGATES[0] - 1), (SURROGATES[1] + 1, b)]
+        elif SURROGATES[0] <= a <= SURROGATES[1] and b > SURROGATES[1]:
+            cut.append((SURROGATES[1] + 1, b))
+        elif a < SURROGATES[0] <= b <= SURROGATES[1]:
+            cut.append((a, SURROGATES[0] - 1))
+        elif not (SURROGATES[0] <= a and b <= SURROGATES[1]):
+            cut.append((a, b))
+    cut.sort()
+    merged: list[tuple[int, int]] = []
+    for a, b in cut:
+        if merged and a <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return tuple(merged)
+
+
+def _class_char(cp: int) -> str:
+    c = chr(cp)
+    if c in "]\\-^[":
+        return "\\" + c
+    if cp < 0x20 or cp == 0x7F or (0x80 <= cp < 0xA0) or not c.isprintable():
+        return f"\\u{cp:04x}" if cp <= 0xFFFF else f"\\U{cp:08x}"
+    return c
+
+
+def _paren(expr: Expr, kinds: tuple[type, ...]) -> str:
+    text = str(expr)
+    if isinstance(expr, kinds) and not (isinstance(expr, Seq) and not expr.items):
+        if isinstance(expr, Repeat) and Repeat not in kinds:
+            return text
+        return f"({text})"
+    return text
+
+
+ANY_CHAR = CharClass(((0, SURROGATES[0] - 1), (SURROGATES[1] + 1, MAX_CODE_POINT)))
+
+
+__all__ = [
+    "ANY_CHAR",
+    "EMPTY",
+    "NOTHING",
+    "CharClass",
+    "Choice",
+    "Expr",
+    "Grammar",
+    "Literal",
+    "Ref",
+    "Repeat",
+    "Seq",
+    "char_set",
+    "chars",
+    "children",
+    "choice",
+    "iter_refs",
+    "lit",
+    "optional",
+    "repeat",
+    "seq",
+]
