@@ -1,0 +1,242 @@
+"""Byte-level lexer DFAs: regular IR (terminals, lexemes) -> dense UTF-8 byte tables.
+
+This module owns the step from a character-level ``CharDFA`` (``grammarsd.grammar.automata``)
+to the flat table the numba matcher walks. Every code-point transition is lowered to UTF-8:
+shortest forms only (no overlongs such as ``C0 80`` or ``E0 80 80``), never an encoded
+surrogate (``ED A0..BF ..``), nothing above U+10FFFF (``F4 90..`` and ``F5..FF`` lead bytes are
+dead), no lone continuation bytes. A byte sequence is therefore alive in the table iff it is
+a prefix of the UTF-8 encoding of some member of the language.
+
+Construction. A multi-byte character is a path lead byte -> continuation bytes. The state
+reached after a lead byte or a continuation byte is identified by what it still has to do:
+``(remaining continuation bytes, the piecewise-constant map from the remaining code-point
+offset to the next character state)``. These intermediate states are hash-consed, so the
+very common "any continuation byte, then state t" chains are shared by all lead bytes and all
+character states; only blocks cut by a class boundary get their own nodes. The result is
+deterministic by construction; it is then trimmed, minimised and numbered breadth-first by
+``canonical_table`` (the same routine the character automata use).
+
+Layout of a ``ByteDFA``::
+
+    trans   int32 [n, 256]   next state, or -1 (dead)
+    accept  bool  [n]
+
+Start state 0. Every state is live (reachable, and can reach an accepting state), the table
+is minimal, and states are numbered breadth-first -- except for the empty language, which is
+the single non-accepting state with no transitions (``ByteDFA.is_empty``).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+
+import numpy as np
+
+from grammarsd.errors import GrammarTooLargeError
+from grammarsd.grammar.automata import CharDFA, canonical_table
+from grammarsd.grammar.ir import MAX_CODE_POINT, Expr
+
+# Multi-byte UTF-8 forms: (lead-byte prefix, continuation bytes, first and last code point).
+# A lead ``prefix + i`` starts the block of 64**continuations code points from i * 64**cont.;
+# clipping to the valid range excludes overlongs and code points above U+10FFFF.
+_MULTI_BYTE_FORMS = (
+    (0xC0, 1, 0x80, 0x7FF),
+    (0xE0, 2, 0x800, 0xFFFF),
+    (0xF0, 3, 0x10000, MAX_CODE_POINT),
+)
+
+# A piecewise-constant map from code points (or block offsets) to targets:
+# ((start, target), ...) with strictly increasing starts, the first start 0 and adjacent
+# targets different; target -1 is dead. The last piece runs to the end of the domain.
+Pieces = tuple[tuple[int, int], ...]
+_DEAD: Pieces = ((0, -1),)
+
+
+@dataclass(frozen=True, eq=False)
+class ByteDFA:
+    """A minimal, trimmed DFA over bytes; start state 0; see the module docstring."""
+
+    trans: np.ndarray  # int32 [num_states, 256]; next state or -1 (dead)
+    accept: np.ndarray  # bool [num_states]
+
+    def __post_init__(self) -> None:
+        if self.trans.dtype != np.int32 or self.trans.ndim != 2 or self.trans.shape[1] != 256:
+            raise ValueError("ByteDFA.trans must be int32 [num_states, 256]")
+        if self.accept.dtype != np.bool_ or self.accept.shape != (self.trans.shape[0],):
+            raise ValueError("ByteDFA.accept must be bool [num_states]")
+
+    @property
+    def num_states(self) -> int:
+        return int(self.trans.shape[0])
+
+    def is_empty(self) -> bool:
+        """True iff no byte string is accepted."""
+        return not bool(self.accept[0]) and bool((self.trans[0] < 0).all())
+
+    def walk(self, data: bytes, state: int = 0) -> int:
+        """The state after reading ``data`` from ``state``; -1 once dead (reference loop)."""
+        for byte in data:
+            if state < 0:
+                break
+            state = int(self.trans[state, byte])
+        return state
+
+    def matches(self, data: bytes) -> bool:
+        """True iff ``data`` is in the language."""
+        state = self.walk(data)
+        return state >= 0 and bool(self.accept[state])
+
+
+def build_byte_dfa(expr: Expr, *, nonempty: bool = False, max_states: int = 50_000) -> ByteDFA:
+    """The byte DFA of the UTF-8 encodings of a regular expression's language.
+
+    Parameters
+    ----------
+    expr : Expr
+        Regular IR (no ``Ref``).
+    nonempty : bool
+        Drop the empty string from the language (the start state is then non-accepting), for
+        lexemes that must consume at least one byte.
+    max_states : int
+        Limit on character and byte states.
+
+    Raises
+    ------
+    GrammarTooLargeError
+        ``"dfa_states"`` (or ``"nfa_states"``) past ``max_states``.
+    """
+    char_dfa = CharDFA.from_expr(expr, max_states=max_states)
+    return byte_dfa_from_char_dfa(char_dfa, nonempty=nonempty, max_states=max_states)
+
+
+def byte_dfa_from_char_dfa(
+    dfa: CharDFA, *, nonempty: bool = False, max_states: int = 50_000
+) -> ByteDFA:
+    """Lower a character DFA to UTF-8 bytes; see ``build_byte_dfa`` for the parameters.
+
+    Invariant: ``result.matches(s.encode())`` iff ``dfa.matches(s)`` (and ``s != ""`` when
+    ``nonempty``), and a byte string is alive iff it prefixes such an encoding.
+    """
+    builder = _Lowering(dfa, max_states)
+    trans, accept = builder.build()
+    if nonempty and accept[0]:
+        # a fresh non-accepting start with the old start's transitions (shifted by one)
+        shifted = np.where(trans < 0, -1, trans + 1).astype(np.int32)
+        trans = np.vstack([shifted[:1], shifted])
+        accept = np.concatenate([[False], accept])
+    trans, accept = canonical_table(trans, accept)
+    if trans.shape[0] > max_states:
+        raise GrammarTooLargeError("dfa_states", int(trans.shape[0]), max_states)
+    trans.setflags(write=False)
+    accept.setflags(write=False)
+    return ByteDFA(trans, accept)
+
+
+class _Lowering:
+    """Builds the (unminimised, deterministic) byte table of one ``CharDFA``.
+
+    Rows ``0..n-1`` are the character states; later rows are hash-consed intermediate states
+    keyed by ``(continuation bytes left, Pieces over the remaining offsets)``.
+    """
+
+    def __init__(self, dfa: CharDFA, max_states: int) -> None:
+        self.dfa = dfa
+        self.max_states = max_states
+        n = dfa.num_states
+        self.rows: list[np.ndarray] = [np.full(256, -1, np.int32) for _ in range(n)]
+        self.nodes: dict[tuple[int, Pieces], int] = {}
+
+    def build(self) -> tuple[np.ndarray, np.ndarray]:
+        dfa = self.dfa
+        ascii_atoms = np.searchsorted(dfa.bounds, np.arange(0x80), side="right") - 1
+        for s in range(dfa.num_states):
+            row = self.rows[s]
+            row[:0x80] = dfa.trans[s, ascii_atoms]
+            # CharDFA never has a live transition on a surrogate, so none is encoded
+            pieces = _pieces(dfa.bounds.tolist(), dfa.trans[s].tolist())
+            for prefix, depth, lo, hi in _MULTI_BYTE_FORMS:
+                span = 64**depth
+                clipped = _overwrite(_overwrite(pieces, 0, lo - 1, -1), hi + 1, None, -1)
+                for lead in _live_leads(clipped, prefix, span, hi):
+                    row[lead] = self._node(depth, _restrict(clipped, (lead - prefix) * span, span))
+        accept = np.zeros(len(self.rows), bool)
+        accept[: dfa.num_states] = dfa.accept
+        return np.vstack(self.rows), accept
+
+    def _node(self, depth: int, pieces: Pieces) -> int:
+        """The state that still reads ``depth`` continuation bytes, then maps by ``pieces``."""
+        if pieces == _DEAD:
+            return -1
+        if depth == 0:
+            return pieces[0][1]
+        key = (depth, pieces)
+        node = self.nodes.get(key)
+        if node is not None:
+            return node
+        node = len(self.rows)
+        if node >= self.max_states:
+            raise GrammarTooLargeError("dfa_states", node + 1, self.max_states)
+        self.nodes[key] = node
+        row = np.full(256, -1, np.int32)
+        self.rows.append(row)
+        span = 64 ** (depth - 1)
+        if len(pieces) == 1:  # uniform: every continuation byte leads to the same place
+            row[0x80:0xC0] = self._node(depth - 1, ((0, pieces[0][1]),))
+            return node
+        for byte in _live_leads(pieces, 0x80, span, 64**depth - 1):
+            row[byte] = self._node(depth - 1, _restrict(pieces, (byte - 0x80) * span, span))
+        return node
+
+
+def _pieces(starts: list[int], targets: list[int]) -> Pieces:
+    """Pieces from atom starts and the target of every atom."""
+    return _merge(list(zip(starts, targets, strict=True)))
+
+
+def _live_leads(pieces: Pieces, prefix: int, span: int, last: int) -> list[int]:
+    """Bytes ``prefix + i`` whose block ``i*span .. (i+1)*span-1`` meets a live piece.
+
+    ``last`` is the end of the domain of ``pieces`` (where the last piece stops).
+    """
+    found: set[int] = set()
+    for i, (start, target) in enumerate(pieces):
+        if target >= 0:
+            end = pieces[i + 1][0] - 1 if i + 1 < len(pieces) else last
+            found.update(range(prefix + start // span, prefix + end // span + 1))
+    return sorted(found)
+
+
+def _merge(pieces: list[tuple[int, int]]) -> Pieces:
+    """Drop pieces that repeat the previous target (and empty pieces: later start wins)."""
+    out: list[tuple[int, int]] = []
+    for start, target in pieces:
+        if out and out[-1][0] == start:
+            out.pop()
+        if not out or out[-1][1] != target:
+            out.append((start, target))
+    return tuple(out)
+
+
+def _at(pieces: Pieces, cp: int) -> int:
+    starts = [p[0] for p in pieces]
+    return pieces[bisect_right(starts, cp) - 1][1]
+
+
+def _overwrite(pieces: Pieces, lo: int, hi: int | None, target: int) -> Pieces:
+    """``pieces`` with ``lo..hi`` (``hi=None``: to the end) mapped to ``target``."""
+    if hi is not None and hi < lo:
+        return pieces
+    out = [(s, t) for s, t in pieces if s < lo] + [(lo, target)]
+    if hi is not None:
+        out += [(hi + 1, _at(pieces, hi + 1))] + [(s, t) for s, t in pieces if s > hi + 1]
+    return _merge(out)
+
+
+def _restrict(pieces: Pieces, base: int, span: int) -> Pieces:
+    """``pieces`` on the block ``base .. base+span-1``, re-based to offset 0."""
+    inside = [(s - base, t) for s, t in pieces if base < s < base + span]
+    return _merge([(0, _at(pieces, base)), *inside])
+
+
+__all__ = ["ByteDFA", "build_byte_dfa", "byte_dfa_from_char_dfa"]

@@ -1,0 +1,735 @@
+"""Character-level DFAs over Unicode scalar values, and their language algebra.
+
+This module owns regular languages *as sets of strings of code points*: building a DFA from
+regular IR (``Expr`` without ``Ref``), the Boolean algebra (intersection, union, complement,
+difference), emptiness, and the way back to IR. It knows nothing of bytes or tokens; the
+compiler lowers a ``CharDFA`` to UTF-8 bytes (``grammarsd.compiler.lexer``).
+
+Alphabet. Symbols are Unicode scalar values (0..0x10FFFF minus the surrogates U+D800..U+DFFF),
+handled symbolically: the code-point line is cut into *atoms*, maximal intervals on which every
+transition of the automaton behaves the same. Subset and product constructions then run over a
+small atom alphabet instead of 1.1 million code points.
+
+Layout of a ``CharDFA`` (all arrays read-only)::
+
+    bounds  int64 [A]     atom starts; bounds[0] == 0; atom i covers
+                          bounds[i] .. bounds[i+1]-1 (the last atom ends at 0x10FFFF)
+    trans   int32 [n, A]  next state, or -1 for the implicit dead state (a *partial* DFA)
+    accept  bool  [n]
+
+Canonical form (every public constructor returns it): start state 0; every state reachable and
+co-reachable, except the empty language, which is the single non-accepting state with no
+transitions; minimal; states numbered breadth-first with atoms in ascending order; adjacent
+atoms with identical columns merged; no surrogate has a live transition. Two ``CharDFA`` are
+therefore ``==`` iff they accept the same language.
+
+Back to IR: ``to_expr`` (state elimination; compact for small automata, but can grow
+exponentially, so it is size- and depth-limited) and ``to_rules`` (one right-linear rule per
+state; always linear, for big automata such as a pattern intersected with a length bound).
+
+Algorithms: Thompson NFA + subset construction (bounded repeats unrolled as nested options,
+so ``[a-z]{1,1000}`` stays linear), Hopcroft's partition refinement on the table with columns
+grouped into classes, product construction for the Boolean operations, and state elimination
+for ``to_expr``. The table-level helpers (``canonical_table``) are shared with the byte lexer.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from typing import Literal as TypingLiteral
+
+import numpy as np
+
+from grammarsd.errors import GrammarError, GrammarTooLargeError
+from grammarsd.grammar.ir import (
+    EMPTY,
+    MAX_CODE_POINT,
+    NOTHING,
+    SURROGATES,
+    CharClass,
+    Choice,
+    Expr,
+    Literal,
+    Ref,
+    Repeat,
+    Seq,
+    chars,
+    children,
+    choice,
+    lit,
+    repeat,
+    seq,
+)
+
+_SURROGATE_BOUNDS = (SURROGATES[0], SURROGATES[1] + 1)
+_ProductOp = TypingLiteral["and", "or", "diff"]
+
+
+# --------------------------------------------------------------------------- the automaton
+
+
+class CharDFA:
+    """An immutable, canonical (minimal, trimmed, partial) DFA over Unicode scalar values.
+
+    See the module docstring for the array layout and the canonical-form invariants. Build one
+    with ``CharDFA.from_expr``; every operation returns a new canonical ``CharDFA``.
+    """
+
+    __slots__ = ("bounds", "trans", "accept")
+
+    bounds: np.ndarray  # int64 [A]
+    trans: np.ndarray  # int32 [n, A]
+    accept: np.ndarray  # bool [n]
+
+    def __init__(self, bounds: np.ndarray, trans: np.ndarray, accept: np.ndarray) -> None:
+        """Canonicalise any partial table over atoms (``bounds``, ``trans``, ``accept`` as in
+        the module docstring; start 0). Transitions on surrogates are dropped. Prefer the
+        named builders."""
+        old_bounds = np.asarray(bounds, np.int64)
+        trans = np.asarray(trans)
+        if old_bounds.ndim != 1 or old_bounds[0] != 0 or (np.diff(old_bounds) <= 0).any():
+            raise ValueError("bounds must be strictly increasing atom starts from 0")
+        if trans.ndim != 2 or trans.shape[1] != len(old_bounds) or not len(trans):
+            raise ValueError("trans must be [num_states >= 1, num_atoms]")
+        if np.shape(accept) != (len(trans),) or (trans < -1).any() or (trans >= len(trans)).any():
+            raise ValueError("accept must be [num_states] and targets in -1..num_states-1")
+        bounds = np.union1d(old_bounds, np.array(_SURROGATE_BOUNDS, np.int64))
+        trans = np.array(trans, np.int32)[:, _atom_map(old_bounds, bounds)]
+        trans[:, _surrogate_atoms(bounds)] = -1
+        trans, accept = canonical_table(trans, np.asarray(accept, bool))
+        bounds, trans = _merge_atoms(bounds, trans)
+        for arr in (bounds, trans, accept):
+            arr.setflags(write=False)
+        object.__setattr__(self, "bounds", bounds)
+        object.__setattr__(self, "trans", trans)
+        object.__setattr__(self, "accept", accept)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("CharDFA is immutable")
+
+    # ---------------------------------------------------------------- construction
+
+    @classmethod
+    def from_expr(cls, expr: Expr, *, max_states: int = 10_000) -> CharDFA:
+        """The DFA of a regular expression.
+
+        Parameters
+        ----------
+        expr : Expr
+            Regular IR: no ``Ref`` anywhere inside (raises ``GrammarError`` otherwise). Literal
+            characters that are lone surrogates match nothing (no scalar string contains one).
+        max_states : int
+            Limit on DFA states during subset construction; the NFA may hold at most
+            ``max(100_000, 20 * max_states)`` states.
+
+        Raises
+        ------
+        GrammarTooLargeError
+            ``"dfa_states"`` or ``"nfa_states"`` when a limit is exceeded.
+        """
+        bounds = _atom_bounds(expr)
+        nfa = _Nfa(bounds, max(100_000, 20 * max_states))
+        start, final = nfa.new(), nfa.new()
+        nfa.build(expr, start, final)
+        trans, accept = nfa.determinize(start, final, max_states)
+        return cls(bounds, trans, accept)
+
+    @classmethod
+    def empty_language(cls) -> CharDFA:
+        """The DFA accepting no string."""
+        return cls(np.zeros(1, np.int64), np.full((1, 1), -1, np.int32), np.zeros(1, bool))
+
+    # ---------------------------------------------------------------- properties
+
+    @property
+    def num_states(self) -> int:
+        """Number of states (the minimal partial DFA; the dead state is not counted)."""
+        return int(self.trans.shape[0])
+
+    @property
+    def num_atoms(self) -> int:
+        return int(self.bounds.shape[0])
+
+    def atom_ranges(self) -> list[tuple[int, int]]:
+        """The inclusive code-point interval of every atom, in order."""
+        ends = np.append(self.bounds[1:] - 1, MAX_CODE_POINT)
+        return list(zip(self.bounds.tolist(), ends.tolist(), strict=True))
+
+    def is_empty(self) -> bool:
+        """True iff the language is empty."""
+        return not bool(self.accept[0]) and bool((self.trans[0] < 0).all())
+
+    def accepts_empty(self) -> bool:
+        """True iff the empty string is in the language."""
+        return bool(self.accept[0])
+
+    def matches(self, text: str) -> bool:
+        """True iff ``text`` is in the language (strings with surrogates never are)."""
+        if not text:
+            return bool(self.accept[0])
+        cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        atoms = (np.searchsorted(self.bounds, cps, side="right") - 1).tolist()
+        state = 0
+        trans = self.trans
+        for a in atoms:
+            state = int(trans[state, a])
+            if state < 0:
+                return False
+        return bool(self.accept[state])
+
+    def __eq__(self, other: object) -> bool:
+        """Language equality (canonical forms are unique)."""
+        if not isinstance(other, CharDFA):
+            return NotImplemented
+        return (
+            np.array_equal(self.bounds, other.bounds)
+            and np.array_equal(self.trans, other.trans)
+            and np.array_equal(self.accept, other.accept)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.bounds.tobytes(), self.trans.tobytes(), self.accept.tobytes()))
+
+    def __repr__(self) -> str:
+        return f"CharDFA(num_states={self.num_states}, num_atoms={self.num_atoms})"
+
+    # ---------------------------------------------------------------- algebra
+
+    def minimize(self) -> CharDFA:
+        """The minimal DFA; instances are always minimal, so this returns ``self``."""
+        return self
+
+    def intersect(self, other: CharDFA) -> CharDFA:
+        """Strings in both languages."""
+        return _product(self, other, "and")
+
+    def union(self, other: CharDFA) -> CharDFA:
+        """Strings in either language."""
+        return _product(self, other, "or")
+
+    def difference(self, other: CharDFA) -> CharDFA:
+        """Strings in ``self`` but not in ``other``."""
+        return _product(self, other, "diff")
+
+    def complement(self) -> CharDFA:
+        """All strings of Unicode scalar values not in the language."""
+        sink = self.num_states  # completes the table; the constructor re-kills surrogates
+        full = np.where(self.trans < 0, sink, self.trans)
+        full = np.vstack([full, np.full((1, full.shape[1]), sink, np.int32)])
+        return CharDFA(self.bounds, full, np.append(~self.accept, True))
+
+    # ---------------------------------------------------------------- back to IR
+
+    def to_expr(self, *, max_size: int = 100_000, max_depth: int = 200) -> Expr:
+        """An IR expression for the language, by state elimination.
+
+        The result uses ``Literal``, ``CharClass``, ``Seq``, ``Choice`` and ``Repeat`` only, and
+        ``CharDFA.from_expr(d.to_expr()) == d``. ``NOTHING`` for the empty language.
+
+        Raises
+        ------
+        GrammarTooLargeError
+            ``"regex_size"`` when an intermediate expression exceeds ``max_size`` IR nodes, or
+            ``"regex_depth"`` when it nests deeper than ``max_depth`` (deep IR would overflow
+            the recursive passes downstream).
+        """
+        if self.is_empty():
+            return NOTHING
+        return _eliminate_states(self, max_size, max_depth)
+
+    def to_rules(self, prefix: str) -> dict[str, Expr]:
+        """A right-linear grammar for the language, linear in the number of states.
+
+        Rule ``f"{prefix}{s}"`` derives exactly the strings accepted from state ``s``; the
+        start rule is ``f"{prefix}0"`` and comes first. Each rule is a choice of
+        ``class Ref(next)`` items, plus ``EMPTY`` for accepting states. Use it where
+        ``to_expr`` would be too large (e.g. a pattern intersected with a length bound).
+        The empty language gives ``{f"{prefix}0": NOTHING}``.
+        """
+        rules: dict[str, Expr] = {}
+        for s, edges in enumerate(_labelled_edges(self)):
+            items = [seq(label, Ref(f"{prefix}{t}")) for t, label in edges]
+            if self.accept[s]:
+                items.append(EMPTY)
+            rules[f"{prefix}{s}"] = choice(*items) if items else NOTHING
+        return rules
+
+
+# --------------------------------------------------------------------------- table helpers
+
+
+def canonical_table(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Trim, minimise and renumber a partial DFA table.
+
+    Parameters
+    ----------
+    trans : int32 [n, k]
+        Next state or -1 (dead); start state 0. Any alphabet (atoms, bytes).
+    accept : bool [n]
+
+    Returns
+    -------
+    (trans, accept)
+        The minimal equivalent partial DFA with every state reachable and co-reachable,
+        numbered breadth-first (columns visited in order of first occurrence); the empty
+        language comes back as one non-accepting state with no transitions.
+    """
+    width = trans.shape[1]
+    trans, columns = _column_classes(trans)  # all passes run on the distinct columns only
+    trans, accept = _trim(trans, accept)
+    if trans.shape[0] == 1 and not accept[0] and (trans[0] < 0).all():
+        return np.full((1, width), -1, np.int32), accept
+    classes = _hopcroft(trans, accept)
+    # classes numbered by first member, so the class of state 0 (the start) is class 0
+    _, first, inverse = np.unique(classes, return_index=True, return_inverse=True)
+    rank = np.argsort(np.argsort(first))
+    dense = rank[inverse.reshape(-1)]
+    rep = np.sort(first)
+    quot = trans[rep]
+    quot = np.where(quot < 0, -1, dense[np.maximum(quot, 0)]).astype(np.int32)
+    quot, accept = _bfs_renumber(quot, accept[rep])
+    return np.ascontiguousarray(quot[:, columns]), accept
+
+
+def _column_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Group identical columns: returns (reduced [n, c] table, column -> class [k]).
+
+    Classes are numbered by first occurrence, so the grouping is canonical.
+    """
+    columns = np.ascontiguousarray(trans.T)
+    ids: dict[bytes, int] = {}
+    first: list[int] = []
+    classes = np.empty(columns.shape[0], np.int64)
+    for c in range(columns.shape[0]):
+        key = columns[c].tobytes()
+        if key not in ids:
+            ids[key] = len(first)
+            first.append(c)
+        classes[c] = ids[key]
+    return trans[:, first], classes
+
+
+def _reach(ptr: list[int], nbr: list[int], seeds: np.ndarray) -> np.ndarray:
+    """States reachable from ``seeds`` in the CSR graph (``nbr[ptr[s]:ptr[s+1]]``)."""
+    seen = np.zeros(len(ptr) - 1, bool)
+    seen[seeds] = True
+    stack = np.flatnonzero(seen).tolist()
+    while stack:
+        s = stack.pop()
+        for t in nbr[ptr[s] : ptr[s + 1]]:
+            if not seen[t]:
+                seen[t] = True
+                stack.append(t)
+    return seen
+
+
+def _trim(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Keep states reachable from 0 that can reach an accepting state."""
+    n = trans.shape[0]
+    src, col = np.nonzero(trans >= 0)  # row-major: sorted by source
+    tgt = trans[src, col]
+    fwd_ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).tolist()
+    reach = _reach(fwd_ptr, tgt.tolist(), np.array([0]))
+    keep = reach[src]  # edges between reachable states only
+    src, tgt = src[keep], tgt[keep]
+    by_target = np.argsort(tgt, kind="stable")
+    rev_ptr = np.concatenate([[0], np.cumsum(np.bincount(tgt, minlength=n))]).tolist()
+    live = _reach(rev_ptr, src[by_target].tolist(), np.flatnonzero(accept & reach))
+    if not live[0]:
+        return np.full((1, trans.shape[1]), -1, np.int32), np.zeros(1, bool)
+    new_id = np.cumsum(live) - 1
+    kept = trans[live]
+    kept = np.where((kept >= 0) & live[np.maximum(kept, 0)], new_id[np.maximum(kept, 0)], -1)
+    return kept.astype(np.int32), accept[live]
+
+
+def _hopcroft(trans: np.ndarray, accept: np.ndarray) -> np.ndarray:
+    """Hopcroft's partition refinement; returns the class id of every state (int64 [n]).
+
+    Splitters are whole blocks (all symbols at once), and only real transitions are scanned:
+    the implicit dead state of the partial table would be a block of its own that never
+    splits, and by Hopcroft's "all blocks but one" rule it need never be a splitter. The
+    input must be trimmed (so no real state is equivalent to the dead state). Cost
+    O(m log n) in the number m of transitions.
+    """
+    n = trans.shape[0]
+    src, sym = np.nonzero(trans >= 0)
+    tgt = trans[src, sym]
+    by_target = np.argsort(tgt, kind="stable")
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(tgt, minlength=n))]).tolist()
+    incoming = list(zip(sym[by_target].tolist(), src[by_target].tolist(), strict=True))
+    blocks = [set(np.flatnonzero(accept).tolist()), set(np.flatnonzero(~accept).tolist())]
+    blocks = [b for b in blocks if b]
+    block_of = [0] * n
+    for i, b in enumerate(blocks):
+        for s in b:
+            block_of[s] = i
+    work = set(range(len(blocks)))
+    while work:
+        by_symbol: dict[int, list[int]] = {}
+        for t in blocks[work.pop()]:
+            for c, s in incoming[ptr[t] : ptr[t + 1]]:
+                by_symbol.setdefault(c, []).append(s)
+        for sources in by_symbol.values():
+            touched: dict[int, list[int]] = {}
+            for s in sources:
+                touched.setdefault(block_of[s], []).append(s)
+            for y, members in touched.items():
+                if len(members) == len(blocks[y]):
+                    continue
+                new = len(blocks)
+                moved = set(members)
+                blocks.append(moved)
+                blocks[y] -= moved
+                for s in members:
+                    block_of[s] = new
+                work.add(new if y in work or len(moved) <= len(blocks[y]) else y)
+    return np.array(block_of, np.int64)
+
+
+def _bfs_renumber(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Renumber breadth-first from state 0, columns in order."""
+    rows = trans.tolist()
+    order = [0]
+    seen = {0}
+    for s in order:
+        for t in rows[s]:
+            if t >= 0 and t not in seen:
+                seen.add(t)
+                order.append(t)
+    new_id = np.full(trans.shape[0] + 1, -1, np.int64)  # last slot maps -1 to -1
+    new_id[order] = np.arange(len(order))
+    out = new_id[trans[order]].astype(np.int32)
+    return np.ascontiguousarray(out), accept[order]
+
+
+def _merge_atoms(bounds: np.ndarray, trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge adjacent atoms whose columns are identical."""
+    if trans.shape[1] <= 1:
+        return bounds[:1].copy(), np.ascontiguousarray(trans[:, :1])
+    keep = np.ones(trans.shape[1], bool)
+    keep[1:] = (trans[:, 1:] != trans[:, :-1]).any(axis=0)
+    return bounds[keep], np.ascontiguousarray(trans[:, keep])
+
+
+def _atom_map(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """For each atom of the refinement ``new``, the atom of ``old`` containing it."""
+    return np.searchsorted(old, new, side="right") - 1
+
+
+def _surrogate_atoms(bounds: np.ndarray) -> np.ndarray:
+    """Indices of atoms inside the surrogate block (``bounds`` must cut at its edges)."""
+    return np.flatnonzero((bounds >= SURROGATES[0]) & (bounds <= SURROGATES[1]))
+
+
+# --------------------------------------------------------------------------- Thompson NFA
+
+
+def _atom_bounds(expr: Expr) -> np.ndarray:
+    """Atom starts: every class/literal boundary in ``expr``, plus 0 and the surrogate block."""
+    cuts = {0, *_SURROGATE_BOUNDS}
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Literal):
+            for ch in e.text:
+                cuts.update((ord(ch), ord(ch) + 1))
+        elif isinstance(e, CharClass):
+            for a, b in e.ranges:
+                cuts.update((a, b + 1))
+        elif isinstance(e, (Seq, Choice)):
+            stack.extend(e.items)
+        elif isinstance(e, Repeat):
+            stack.append(e.item)
+        elif isinstance(e, Ref):
+            raise GrammarError(
+                f"rule reference {e.name!r} inside a regular expression",
+                hint="CharDFA.from_expr takes regular IR only; inline or lex the rule first",
+            )
+    cuts.discard(MAX_CODE_POINT + 1)
+    return np.array(sorted(cuts), np.int64)
+
+
+class _Nfa:
+    """A Thompson NFA whose character edges are atom-index intervals.
+
+    ``eps[q]`` lists epsilon successors; ``edges[q]`` lists ``(atom_lo, atom_hi, target)``.
+    No construction adds an edge into the ``start`` or out of the ``end`` it is given, so
+    fragments can share endpoints (``Choice``) without creating spurious loops.
+    """
+
+    def __init__(self, bounds: np.ndarray, limit: int) -> None:
+        self.bounds = bounds
+        self.limit = limit
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[int, int, int]]] = []
+
+    def new(self) -> int:
+        if len(self.eps) >= self.limit:
+            raise GrammarTooLargeError("nfa_states", len(self.eps) + 1, self.limit)
+        self.eps.append([])
+        self.edges.append([])
+        return len(self.eps) - 1
+
+    def atom(self, cp: int) -> int:
+        return int(np.searchsorted(self.bounds, cp, side="right")) - 1
+
+    def build(self, expr: Expr, start: int, end: int) -> None:
+        """Add states and edges so that the paths ``start`` -> ``end`` spell ``expr``."""
+        if isinstance(expr, Literal):
+            cps = [ord(ch) for ch in expr.text]
+            if any(SURROGATES[0] <= cp <= SURROGATES[1] for cp in cps):
+                return  # no scalar-value string contains a surrogate: empty language
+            cur = start
+            atoms = (np.searchsorted(self.bounds, cps, side="right") - 1).tolist()
+            for i, a in enumerate(atoms):
+                nxt = end if i == len(cps) - 1 else self.new()
+                self.edges[cur].append((a, a, nxt))
+                cur = nxt
+            if not cps:
+                self.eps[start].append(end)
+        elif isinstance(expr, CharClass):
+            for a, b in expr.ranges:
+                self.edges[start].append((self.atom(a), self.atom(b), end))
+        elif isinstance(expr, Seq):
+            cur = start
+            for i, item in enumerate(expr.items):
+                nxt = end if i == len(expr.items) - 1 else self.new()
+                self.build(item, cur, nxt)
+                cur = nxt
+            if not expr.items:
+                self.eps[start].append(end)
+        elif isinstance(expr, Choice):
+            for item in expr.items:
+                self.build(item, start, end)
+        elif isinstance(expr, Repeat):
+            self._repeat(expr, start, end)
+        else:
+            raise GrammarError(f"not regular IR: {expr!r}")
+
+    def _repeat(self, expr: Repeat, start: int, end: int) -> None:
+        # item{m} then either a loop (max=None) or (max-m) *nested* options, so that every
+        # epsilon closure stays small: x{2,4} = x x (x (x)?)?
+        cur = self.new()
+        self.eps[start].append(cur)
+        for _ in range(expr.min):
+            cur = self._copy(expr.item, cur)
+        if expr.max is None:
+            body_start, body_end = self.new(), self.new()
+            self.build(expr.item, body_start, body_end)
+            self.eps[cur].append(body_start)
+            self.eps[body_end].append(cur)
+        else:
+            for _ in range(expr.max - expr.min):
+                self.eps[cur].append(end)
+                cur = self._copy(expr.item, cur)
+        self.eps[cur].append(end)
+
+    def _copy(self, item: Expr, cur: int) -> int:
+        """A fresh copy of ``item`` entered from ``cur``; returns its exit state."""
+        exit_ = self.new()
+        self.build(item, cur, exit_)
+        return exit_
+
+    def determinize(self, start: int, final: int, max_states: int) -> tuple[np.ndarray, np.ndarray]:
+        """Subset construction over atoms; returns (trans int32 [n, A], accept bool [n])."""
+        num_atoms = len(self.bounds)
+        important = [bool(e) for e in self.edges]
+        important[final] = True
+        closures: dict[frozenset[int], int] = {}
+        sets: list[tuple[int, ...]] = []
+
+        def state_of(seeds: Iterable[int]) -> int:
+            seen = set(seeds)
+            stack = list(seen)
+            while stack:
+                for t in self.eps[stack.pop()]:
+                    if t not in seen:
+                        seen.add(t)
+                        stack.append(t)
+            key = frozenset(q for q in seen if important[q])
+            sid = closures.get(key)
+            if sid is None:
+                sid = len(sets)
+                if sid >= max_states:
+                    raise GrammarTooLargeError("dfa_states", sid + 1, max_states)
+                closures[key] = sid
+                sets.append(tuple(key))
+            return sid
+
+        state_of([start])
+        rows: list[np.ndarray] = []
+        for members in sets:  # grows while we iterate
+            row = np.full(num_atoms, -1, np.int32)
+            # sweep the atom line: each edge opens at atom_lo and closes after atom_hi
+            events: dict[int, list[tuple[int, int]]] = {}
+            for q in members:
+                for a, b, t in self.edges[q]:
+                    events.setdefault(a, []).append((t, 1))
+                    events.setdefault(b + 1, []).append((t, -1))
+            active: dict[int, int] = {}
+            cuts = sorted(events)
+            for lo, hi in itertools.pairwise(cuts):
+                for t, delta in events[lo]:
+                    count = active.get(t, 0) + delta
+                    if count:
+                        active[t] = count
+                    else:
+                        del active[t]
+                if active:
+                    row[lo:hi] = state_of(active)
+            rows.append(row)
+        accept = np.array([final in s for s in sets], bool)
+        return np.vstack(rows), accept
+
+
+# --------------------------------------------------------------------------- products
+
+
+def _product(left: CharDFA, right: CharDFA, op: _ProductOp) -> CharDFA:
+    """Product construction over the common refinement of both atom partitions."""
+    bounds = np.union1d(left.bounds, right.bounds)
+    t1 = left.trans[:, _atom_map(left.bounds, bounds)]
+    t2 = right.trans[:, _atom_map(right.bounds, bounds)]
+    n2 = t2.shape[0] + 1  # index n2-1 stands for "right is dead"
+    ids: dict[int, int] = {}
+    pairs: list[tuple[int, int]] = []
+
+    def pair_id(p: int, q: int) -> int:
+        key = p * n2 + q
+        pid = ids.get(key)
+        if pid is None:
+            pid = ids[key] = len(pairs)
+            pairs.append((p, q))
+        return pid
+
+    pair_id(0, 0)
+    rows: list[np.ndarray] = []
+    for p, q in pairs:  # grows while we iterate
+        a = t1[p] if p >= 0 else np.full(len(bounds), -1, np.int32)
+        b = t2[q] if q >= 0 else np.full(len(bounds), -1, np.int32)
+        if op == "and":
+            dead = (a < 0) | (b < 0)
+        elif op == "or":
+            dead = (a < 0) & (b < 0)
+        else:
+            dead = a < 0
+        keys = np.where(dead, -1, (a.astype(np.int64) + 1) * n2 + (b.astype(np.int64) + 1))
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        targets = [
+            -1 if k < 0 else pair_id(int(k) // n2 - 1, int(k) % n2 - 1) for k in uniq.tolist()
+        ]
+        rows.append(np.array(targets, np.int32)[inverse.reshape(-1)])
+    acc1 = np.append(left.accept, False)  # index -1 -> False
+    acc2 = np.append(right.accept, False)
+    pa = np.array([acc1[p] for p, _ in pairs])
+    pb = np.array([acc2[q] for _, q in pairs])
+    accept = pa & pb if op == "and" else pa | pb if op == "or" else pa & ~pb
+    return CharDFA(bounds, np.vstack(rows), accept)
+
+
+# --------------------------------------------------------------------------- state elimination
+
+
+def _labelled_edges(dfa: CharDFA) -> list[list[tuple[int, Expr]]]:
+    """For every state, ``(target, label)`` per target: one class (or literal) per edge."""
+    ranges = dfa.atom_ranges()
+    out: list[list[tuple[int, Expr]]] = []
+    for row in dfa.trans.tolist():
+        by_target: dict[int, list[tuple[int, int]]] = {}
+        for atom, t in enumerate(row):
+            if t >= 0:
+                by_target.setdefault(t, []).append(ranges[atom])
+        edges: list[tuple[int, Expr]] = []
+        for t, rs in by_target.items():
+            cls = chars(rs)
+            single = len(cls.ranges) == 1 and cls.ranges[0][0] == cls.ranges[0][1]
+            edges.append((t, lit(chr(cls.ranges[0][0])) if single else cls))
+        out.append(edges)
+    return out
+
+
+class _Measure:
+    """Size (IR nodes; a literal counts one per character) and nesting depth of expressions.
+
+    Memoised by identity (the expression is kept alive so its id stays unique); every
+    expression state elimination builds has memoised children, so recursion stays shallow.
+    """
+
+    def __init__(self) -> None:
+        self.memo: dict[int, tuple[int, int, Expr]] = {}
+
+    def __call__(self, expr: Expr) -> tuple[int, int]:
+        hit = self.memo.get(id(expr))
+        if hit is None:
+            kids = [self(k) for k in children(expr)]
+            own = max(1, len(expr.text)) if isinstance(expr, Literal) else 1
+            hit = (own + sum(s for s, _ in kids), 1 + max((d for _, d in kids), default=0), expr)
+            self.memo[id(expr)] = hit
+        return hit[0], hit[1]
+
+
+def _cat(left: Expr, right: Expr) -> Expr:
+    """``left right``, folding ``x x{m,n}`` and ``x{m,n} x`` into ``x{m+1,n+1}``."""
+    for one, rep in ((left, right), (right, left)):
+        if isinstance(rep, Repeat) and rep.item == one:
+            return Repeat(one, rep.min + 1, None if rep.max is None else rep.max + 1)
+    return seq(left, right)
+
+
+def _alt(a: Expr, b: Expr) -> Expr:
+    """``a | b`` with the empty string folded into an option (``x{1,n} | ""`` is ``x{0,n}``)."""
+    if a == EMPTY:
+        a, b = b, a
+    if b != EMPTY:
+        return choice(a, b)
+    if isinstance(a, Repeat) and a.min <= 1:
+        return Repeat(a.item, 0, a.max)
+    return repeat(a, 0, 1)
+
+
+def _eliminate_states(dfa: CharDFA, max_size: int, max_depth: int) -> Expr:
+    """Brzozowski-McCluskey state elimination on the generalised NFA of ``dfa``."""
+    measure = _Measure()
+    n = dfa.num_states
+    start, final = n, n + 1
+    out: list[dict[int, Expr]] = [{} for _ in range(n + 2)]
+    inn: list[dict[int, Expr]] = [{} for _ in range(n + 2)]
+
+    def put(p: int, q: int, e: Expr) -> None:
+        if q in out[p]:
+            e = _alt(out[p][q], e)
+        size, depth = measure(e)
+        if size > max_size:
+            raise GrammarTooLargeError("regex_size", size, max_size)
+        if depth > max_depth:
+            raise GrammarTooLargeError("regex_depth", depth, max_depth)
+        out[p][q] = inn[q][p] = e
+
+    for s, edges in enumerate(_labelled_edges(dfa)):
+        for t, label in edges:
+            put(s, t, label)
+    put(start, 0, EMPTY)
+    for s in np.flatnonzero(dfa.accept).tolist():
+        put(s, final, EMPTY)
+
+    remaining = set(range(n))
+    while remaining:
+        k = min(remaining, key=lambda s: (len(inn[s]) * len(out[s]), s))
+        remaining.discard(k)
+        loop = out[k].pop(k, None)
+        inn[k].pop(k, None)
+        mid = repeat(loop, 0, None) if loop is not None else EMPTY
+        for p, e_pk in list(inn[k].items()):
+            del out[p][k]
+            for q, e_kq in out[k].items():
+                put(p, q, _cat(_cat(e_pk, mid), e_kq))
+        for q in out[k]:
+            del inn[q][k]
+        out[k].clear()
+        inn[k].clear()
+    return out[start].get(final, NOTHING)
+
+
+__all__ = ["CharDFA", "canonical_table"]
