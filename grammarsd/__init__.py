@@ -1,20 +1,70 @@
-"""grammarsd: structured output and controlled decoding for language models."""
+"""grammarsd: structured output and controlled decoding for language models.
 
+tok = grammarsd.TokenizerInfo.from_huggingface(hf_tokenizer)
+g = grammarsd.compile_regex(r"\\d{4}-\\d{2}-\\d{2}", tok)   # or compile_grammar(text, tok)
+m = g.matcher()
+bitmask = grammarsd.allocate_token_bitmask(1, tok.vocab_size)
+m.fill_next_token_bitmask(bitmask)                          # bit t set = token t allowed
+grammarsd.apply_token_bitmask_inplace(logits, bitmask)      # disallowed logits -> -inf
+m.accept_token(token_id)
+"""
+
+from grammarsd.api.models import LoadedModel, load_model, load_tokenizer
+from grammarsd.compiler.compiled import (
+    CompiledGrammar,
+    compile_grammar,
+    compile_ir,
+    compile_regex,
+)
+from grammarsd.compiler.tables import CompileLimits
 from grammarsd.errors import (
+    EmptyLanguageError,
     GrammarError,
     GrammarsdError,
     GrammarSyntaxError,
+    GrammarTooLargeError,
+    IncompleteOutputError,
+    InvalidSchemaError,
+    MatcherError,
+    ModelLoadError,
+    OutputValidationError,
     SchemaUnsupportedError,
     TokenizerError,
+    UnsupportedSyntaxError,
 )
+from grammarsd.grammar.ir import Grammar
+from grammarsd.kernels.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
+from grammarsd.matcher.matcher import GrammarMatcher
+from grammarsd.tokenizer.info import TokenizerInfo
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CompileLimits",
+    "CompiledGrammar",
+    "EmptyLanguageError",
+    "Grammar",
     "GrammarError",
+    "GrammarMatcher",
     "GrammarSyntaxError",
+    "GrammarTooLargeError",
     "GrammarsdError",
+    "IncompleteOutputError",
+    "InvalidSchemaError",
+    "LoadedModel",
+    "MatcherError",
+    "ModelLoadError",
+    "OutputValidationError",
     "SchemaUnsupportedError",
     "TokenizerError",
+    "TokenizerInfo",
+    "UnsupportedSyntaxError",
     "__version__",
+    "allocate_token_bitmask",
+    "apply_token_bitmask_inplace",
+    "compile_grammar",
+    "compile_ir",
+    "compile_regex",
+    "load_model",
+    "load_tokenizer",
 ]

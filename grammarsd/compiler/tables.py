@@ -1,0 +1,437 @@
+"""IR -> flat Earley tables over byte-DFA terminals.
+
+The grammar is split in two levels, the way lexer-plus-parser engines do, but keeping plain CFG
+(scannerless) semantics:
+
+* every *regular* piece of the grammar (a rule or sub-expression that does not reach recursion, and is
+  not too big) becomes a **terminal**, compiled to a byte-level DFA (``compiler.lexer``) that consumes
+  at least one byte. Inside a terminal, the parser is not touched at all;
+* the rest becomes a BNF over nonterminals and terminals, run by an Earley parser
+  (``matcher._kernels``) that advances all live terminal DFAs byte by byte and completes a terminal at
+  every byte where its DFA accepts (no maximal munch: the language is exactly the CFG's).
+
+Flat layout (``EarleyTables``; ``sym >= 0`` is a nonterminal, ``sym < 0`` is terminal ``-sym - 1``):
+
+    item_next     int32 [I]     symbol after the dot of dotted item i, or END when complete
+    item_lhs      int32 [I]     left-hand nonterminal of item i's production
+    nt_ptr        int32 [N + 1] CSR: first items (dot 0) of nonterminal n's productions are
+    nt_items      int32 [P]     nt_items[nt_ptr[n]:nt_ptr[n + 1]]
+    nullable      uint8 [N]
+    start_item    int       item ``S' -> . S`` of the augmented start rule
+    accept_item   int       item ``S' -> S .``
+    dfa_trans     int32 [Q, 256]  all terminal DFAs in one state space; -1 = dead
+    dfa_accept    uint8 [Q]
+    dfa_has_out   uint8 [Q]     the state has at least one live transition
+    state_term    int32 [Q]     terminal owning each state
+    term_start    int32 [T]     start state of each terminal's DFA (never accepting)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from grammarsd.compiler.lexer import ByteDFA, build_byte_dfa
+from grammarsd.errors import EmptyLanguageError, GrammarTooLargeError
+from grammarsd.grammar.ir import (
+    EMPTY,
+    CharClass,
+    Choice,
+    Expr,
+    Grammar,
+    Literal,
+    Ref,
+    Repeat,
+    Seq,
+    children,
+    seq,
+)
+
+END = np.int32(2**30)
+
+
+@dataclass(frozen=True)
+class CompileLimits:
+    """Bounds that keep compilation finite; exceeding one raises ``GrammarTooLargeError``."""
+
+    max_terminal_size: int = 4_000  # IR nodes in one regular piece before it is split structurally
+    max_dfa_states: int = 200_000  # summed over all terminals
+    max_productions: int = 500_000
+    max_repeat: int = 100_000  # bound of a repeat of a non-regular item
+
+
+@dataclass(frozen=True)
+class EarleyTables:
+    item_next: np.ndarray
+    item_lhs: np.ndarray
+    nt_ptr: np.ndarray
+    nt_items: np.ndarray
+    nullable: np.ndarray
+    start_item: int
+    accept_item: int
+    dfa_trans: np.ndarray
+    dfa_accept: np.ndarray
+    dfa_has_out: np.ndarray
+    state_term: np.ndarray
+    term_start: np.ndarray
+    nt_names: tuple[str, ...] = field(repr=False)
+    term_exprs: tuple[Expr, ...] = field(repr=False)
+
+    @property
+    def num_items(self) -> int:
+        return int(self.item_next.shape[0])
+
+    @property
+    def num_terminals(self) -> int:
+        return int(self.term_start.shape[0])
+
+    @property
+    def num_dfa_states(self) -> int:
+        return int(self.dfa_accept.shape[0])
+
+
+# --------------------------------------------------------------------------- regular analysis
+
+
+def _size(expr: Expr) -> int:
+    return 1 + sum(_size(c) for c in children(expr))
+
+
+def _regular_bodies(grammar: Grammar, limits: CompileLimits) -> dict[str, Expr]:
+    """Rules whose language is regular by construction, with their references inlined.
+
+    A rule is regular when it cannot reach itself and all rules it references are regular, and its
+    inlined body stays under ``limits.max_terminal_size`` nodes (bigger ones are split structurally).
+    """
+    done: dict[str, Expr | None] = {}
+    on_stack: set[str] = set()
+
+    def visit(name: str) -> Expr | None:
+        if name in done:
+            return done[name]
+        if name in on_stack:  # recursion: not regular (and neither is anything on the cycle)
+            return None
+        on_stack.add(name)
+        body = inline(grammar.rules[name])
+        on_stack.discard(name)
+        if body is not None and _size(body) > limits.max_terminal_size:
+            body = None
+        done[name] = body
+        return body
+
+    def inline(expr: Expr) -> Expr | None:
+        if isinstance(expr, Ref):
+            return visit(expr.name)
+        if isinstance(expr, (Seq, Choice)):
+            parts = [inline(c) for c in expr.items]
+            if any(p is None for p in parts):
+                return None
+            return type(expr)(tuple(parts))  # type: ignore[arg-type]
+        if isinstance(expr, Repeat):
+            inner = inline(expr.item)
+            return None if inner is None else Repeat(inner, expr.min, expr.max)
+        return expr
+
+    for name in grammar.rules:
+        visit(name)
+    return {n: b for n, b in done.items() if b is not None}
+
+
+# --------------------------------------------------------------------------- lowering
+
+_DEAD = object()  # a symbol for the empty language: its production is dropped
+_EPS = object()  # a symbol for the empty string: it is left out
+
+
+class _Lowering:
+    """Builds the BNF: nonterminals, productions and terminal expressions."""
+
+    def __init__(
+        self,
+        grammar: Grammar,
+        limits: CompileLimits,
+        dfa_builder: Callable[[Expr], ByteDFA],
+    ) -> None:
+        self.grammar = grammar
+        self.limits = limits
+        self.regular = _regular_bodies(grammar, limits)
+        self.dfa_builder = dfa_builder
+        self.nt_names: list[str] = []
+        self.prods: list[tuple[int, tuple[int, ...]]] = []
+        self.rule_nt: dict[str, int] = {}
+        self.helper_nt: dict[object, int] = {}
+        self.term_id: dict[Expr, int] = {}
+        self.term_exprs: list[Expr] = []
+        self.term_dfas: list[ByteDFA] = []
+        self.term_info: dict[Expr, tuple[bool, bool]] = {}  # expr -> (nonempty part, nullable)
+
+    # -- symbols -------------------------------------------------------------
+
+    def new_nt(self, name: str) -> int:
+        self.nt_names.append(name)
+        return len(self.nt_names) - 1
+
+    def add_prod(self, lhs: int, syms: list[object]) -> None:
+        if any(s is _DEAD for s in syms):
+            return
+        body = tuple(s for s in syms if s is not _EPS)
+        self.prods.append((lhs, body))  # type: ignore[arg-type]
+        if len(self.prods) > self.limits.max_productions:
+            raise GrammarTooLargeError("productions", len(self.prods), self.limits.max_productions)
+
+    def rule(self, name: str) -> int:
+        if name not in self.rule_nt:
+            nt = self.rule_nt[name] = self.new_nt(name)
+            for alt in self.alternatives(self.grammar.rules[name]):
+                self.add_prod(nt, alt)
+        return self.rule_nt[name]
+
+    def regular_expr(self, expr: Expr) -> Expr | None:
+        """``expr`` with regular refs inlined, or None if it reaches a non-regular rule."""
+        if isinstance(expr, Ref):
+            return self.regular.get(expr.name)
+        if isinstance(expr, (Literal, CharClass)):
+            return expr
+        parts = [self.regular_expr(c) for c in children(expr)]
+        if any(p is None for p in parts):
+            return None
+        if isinstance(expr, Repeat):
+            return Repeat(parts[0], expr.min, expr.max)  # type: ignore[arg-type]
+        return type(expr)(tuple(parts))  # type: ignore[arg-type,call-arg]
+
+    def terminal(self, expr: Expr) -> tuple[object, bool]:
+        """(terminal symbol for L(expr) minus the empty string or _DEAD, nullable)."""
+        if expr not in self.term_info:
+            dfa = self.dfa_builder(expr)
+            nonempty = bool(dfa.accept.any())
+            nullable = _nullable_regular(expr)
+            self.term_info[expr] = (nonempty, nullable)
+            if nonempty:
+                self.term_id[expr] = len(self.term_exprs)
+                self.term_exprs.append(expr)
+                self.term_dfas.append(dfa)
+        nonempty, nullable = self.term_info[expr]
+        sym: object = -self.term_id[expr] - 1 if nonempty else _DEAD
+        return sym, nullable
+
+    def symbol(self, expr: Expr) -> object:
+        """One symbol deriving exactly L(expr), creating helper nonterminals as needed."""
+        if expr == EMPTY:
+            return _EPS
+        if isinstance(expr, Ref) and expr.name not in self.regular:
+            return self.rule(expr.name)
+        reg = self.regular_expr(expr)
+        if reg is not None:
+            sym, nullable = self.terminal(reg)
+            if not nullable:
+                return sym
+            if sym is _DEAD:
+                return _EPS
+            key = ("opt", sym)
+            if key not in self.helper_nt:
+                h = self.helper_nt[key] = self.new_nt(f"({reg})?")
+                self.add_prod(h, [sym])
+                self.add_prod(h, [])
+            return self.helper_nt[key]
+        if isinstance(expr, Repeat):
+            return self.repeat(expr)
+        if expr not in self.helper_nt:
+            h = self.helper_nt[expr] = self.new_nt(f"({expr})")
+            for alt in self.alternatives(expr):
+                self.add_prod(h, alt)
+        return self.helper_nt[expr]
+
+    def alternatives(self, expr: Expr) -> list[list[object]]:
+        """The productions (symbol sequences) of a rule body."""
+        if isinstance(expr, Choice) and self.regular_expr(expr) is None:
+            return [alt for item in expr.items for alt in self.alternatives(item)]
+        if isinstance(expr, Seq) and self.regular_expr(expr) is None:
+            syms: list[object] = []
+            run: list[Expr] = []  # adjacent regular items become one terminal
+            for item in expr.items:
+                if self.regular_expr(item) is not None:
+                    run.append(item)
+                    continue
+                if run:
+                    syms.append(self.symbol(seq(*run)))
+                    run = []
+                syms.append(self.symbol(item))
+            if run:
+                syms.append(self.symbol(seq(*run)))
+            return [syms]
+        return [[self.symbol(expr)]]
+
+    def repeat(self, expr: Repeat) -> object:
+        if expr in self.helper_nt:
+            return self.helper_nt[expr]
+        x = self.symbol(expr.item)
+        hi = expr.max
+        if hi is not None and hi > self.limits.max_repeat:
+            raise GrammarTooLargeError("repeat bound", hi, self.limits.max_repeat)
+        if expr.min > self.limits.max_repeat:
+            raise GrammarTooLargeError("repeat bound", expr.min, self.limits.max_repeat)
+        h = self.helper_nt[expr] = self.new_nt(f"({expr})")
+        if x is _EPS:
+            self.add_prod(h, [])
+            return h
+        if x is _DEAD:
+            if expr.min == 0:
+                self.add_prod(h, [])
+            return h
+        body: list[object] = [x] * expr.min
+        if hi is None:
+            star = self.new_nt(f"({expr.item})*")
+            self.add_prod(star, [])
+            self.add_prod(star, [star, x])  # left recursion: linear in Earley
+            body.append(star)
+        elif hi > expr.min:
+            tail: object = _EPS
+            for k in range(1, hi - expr.min + 1):
+                opt = self.new_nt(f"({expr.item}){{0,{k}}}")
+                self.add_prod(opt, [])
+                self.add_prod(opt, [x, tail])
+                tail = opt
+            body.append(tail)
+        self.add_prod(h, body)
+        return h
+
+
+def _nullable_regular(expr: Expr) -> bool:
+    if isinstance(expr, Literal):
+        return expr.text == ""
+    if isinstance(expr, CharClass):
+        return False
+    if isinstance(expr, Seq):
+        return all(_nullable_regular(i) for i in expr.items)
+    if isinstance(expr, Choice):
+        return any(_nullable_regular(i) for i in expr.items)
+    if isinstance(expr, Repeat):
+        return expr.min == 0 or _nullable_regular(expr.item)
+    raise TypeError(f"not a regular expression node: {expr!r}")
+
+
+# --------------------------------------------------------------------------- trimming + flattening
+
+
+def _trim(
+    num_nt: int, prods: list[tuple[int, tuple[int, ...]]], start: int
+) -> tuple[list[tuple[int, tuple[int, ...]]], set[int]]:
+    """Keep productive and reachable productions; returns them and the nullable set."""
+    productive: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for lhs, body in prods:
+            if lhs not in productive and all(s < 0 or s in productive for s in body):
+                productive.add(lhs)
+                changed = True
+    if start not in productive:
+        raise EmptyLanguageError("the grammar accepts no string at all")
+    prods = [(lhs, body) for lhs, body in prods if all(s < 0 or s in productive for s in body)]
+    by_lhs: dict[int, list[tuple[int, ...]]] = {}
+    for lhs, body in prods:
+        by_lhs.setdefault(lhs, []).append(body)
+    reachable = {start}
+    stack = [start]
+    while stack:
+        for body in by_lhs.get(stack.pop(), []):
+            for s in body:
+                if s >= 0 and s not in reachable:
+                    reachable.add(s)
+                    stack.append(s)
+    prods = [(lhs, body) for lhs, body in prods if lhs in reachable]
+    nullable: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for lhs, body in prods:
+            if lhs not in nullable and all(s >= 0 and s in nullable for s in body):
+                nullable.add(lhs)
+                changed = True
+    return prods, nullable
+
+
+def build_tables(
+    grammar: Grammar,
+    *,
+    limits: CompileLimits | None = None,
+) -> EarleyTables:
+    """Lower ``grammar`` to flat Earley tables; see the module docstring for the layout."""
+    limits = limits or CompileLimits()
+
+    def dfa_builder(expr: Expr) -> ByteDFA:
+        return build_byte_dfa(expr, nonempty=True, max_states=limits.max_dfa_states)
+
+    low = _Lowering(grammar, limits, dfa_builder)
+    top = low.new_nt("<start>")
+    low.add_prod(top, [low.symbol(Ref(grammar.start))])
+    prods, nullable_set = _trim(len(low.nt_names), low.prods, top)
+
+    # renumber nonterminals and terminals that survived
+    used_nt = sorted({lhs for lhs, _ in prods} | {s for _, b in prods for s in b if s >= 0})
+    nt_map = {old: new for new, old in enumerate(used_nt)}
+    used_t = sorted({-s - 1 for _, b in prods for s in b if s < 0})
+    t_map = {old: new for new, old in enumerate(used_t)}
+    prods.sort(key=lambda p: nt_map[p[0]])
+
+    item_next: list[int] = []
+    item_lhs: list[int] = []
+    first_items: list[int] = []
+    start_item = accept_item = -1
+    for lhs, body in prods:
+        first = len(item_next)
+        first_items.append(first)
+        for s in body:
+            item_next.append(nt_map[s] if s >= 0 else -t_map[-s - 1] - 1)
+            item_lhs.append(nt_map[lhs])
+        item_next.append(int(END))
+        item_lhs.append(nt_map[lhs])
+        if lhs == top:
+            start_item, accept_item = first, len(item_next) - 1
+    num_nt = len(used_nt)
+    counts = np.zeros(num_nt, dtype=np.int32)
+    for lhs, _ in prods:
+        counts[nt_map[lhs]] += 1
+    nt_ptr = np.zeros(num_nt + 1, dtype=np.int32)
+    np.cumsum(counts, out=nt_ptr[1:])
+
+    dfas = [low.term_dfas[t] for t in used_t]
+    total = sum(d.trans.shape[0] for d in dfas)
+    if total > limits.max_dfa_states:
+        raise GrammarTooLargeError("dfa_states", total, limits.max_dfa_states)
+    dfa_trans = np.full((max(total, 1), 256), -1, dtype=np.int32)
+    dfa_accept = np.zeros(max(total, 1), dtype=np.uint8)
+    state_term = np.zeros(max(total, 1), dtype=np.int32)
+    term_start = np.zeros(len(dfas), dtype=np.int32)
+    offset = 0
+    for t, d in enumerate(dfas):
+        n = d.trans.shape[0]
+        block = d.trans.astype(np.int32)
+        dfa_trans[offset : offset + n] = np.where(block >= 0, block + offset, -1)
+        dfa_accept[offset : offset + n] = d.accept
+        state_term[offset : offset + n] = t
+        term_start[t] = offset
+        offset += n
+    dfa_has_out = (dfa_trans >= 0).any(axis=1).astype(np.uint8)
+
+    return EarleyTables(
+        item_next=np.asarray(item_next, dtype=np.int32),
+        item_lhs=np.asarray(item_lhs, dtype=np.int32),
+        nt_ptr=nt_ptr,
+        nt_items=np.asarray(first_items, dtype=np.int32),
+        nullable=np.asarray([1 if old in nullable_set else 0 for old in used_nt], dtype=np.uint8),
+        start_item=start_item,
+        accept_item=accept_item,
+        dfa_trans=dfa_trans,
+        dfa_accept=dfa_accept,
+        dfa_has_out=dfa_has_out,
+        state_term=state_term,
+        term_start=term_start,
+        nt_names=tuple(low.nt_names[o] for o in used_nt),
+        term_exprs=tuple(low.term_exprs[o] for o in used_t),
+    )
+
+
+__all__ = ["END", "CompileLimits", "EarleyTables", "build_tables"]

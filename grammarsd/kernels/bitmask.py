@@ -1,0 +1,62 @@
+"""Token bitmasks: allocation, shape rules, and the backend dispatch for applying them to logits.
+
+A bitmask is ``int32[batch, ceil(vocab_size / 32)]``; bit ``t % 32`` of word ``t // 32`` is set iff
+token ``t`` is allowed. Applying it sets the logits of disallowed tokens to ``-inf``; logits columns
+past the bitmask's width (a model's padded vocabulary) count as disallowed.
+
+Reference semantics (the loop every backend is tested against)::
+
+    for row, mask_row in zip(rows, range(len(rows))):
+        for t in range(logits.shape[-1]):
+            allowed = t < 32 * bitmask.shape[1] and (bitmask[mask_row, t // 32] >> (t % 32)) & 1
+            if not allowed:
+                logits[row, t] = -inf
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import torch
+
+Backend = Literal["auto", "torch"]
+
+
+def bitmask_width(vocab_size: int) -> int:
+    """Number of int32 words per row for ``vocab_size`` tokens."""
+    return (vocab_size + 31) // 32
+
+
+def allocate_token_bitmask(batch_size: int, vocab_size: int) -> torch.Tensor:
+    """A CPU int32 bitmask of shape ``(batch_size, ceil(vocab_size / 32))``, all tokens allowed."""
+    return torch.full((batch_size, bitmask_width(vocab_size)), -1, dtype=torch.int32)
+
+
+def apply_token_bitmask_inplace(
+    logits: torch.Tensor,
+    bitmask: torch.Tensor,
+    *,
+    indices: Sequence[int] | torch.Tensor | None = None,
+    backend: Backend = "auto",
+) -> None:
+    """Set disallowed logits to ``-inf`` in place.
+
+    ``logits`` is ``(batch, V)`` or ``(V,)``; ``bitmask`` is ``(batch, W)`` or ``(W,)`` int32 on the same
+    device. With ``indices``, row ``indices[i]`` of ``logits`` is masked by row ``indices[i]`` of the
+    bitmask and other rows are left alone. ``backend="auto"`` picks the fastest available backend
+    (today: torch; a Triton kernel for CUDA is planned).
+    """
+    if bitmask.dtype != torch.int32:
+        raise TypeError(f"bitmask must be int32, got {bitmask.dtype}")
+    if logits.device != bitmask.device:
+        raise ValueError(f"logits on {logits.device} but bitmask on {bitmask.device}")
+    if backend in ("auto", "torch"):
+        from grammarsd.kernels.torch_ref import apply_token_bitmask_inplace_torch
+
+        apply_token_bitmask_inplace_torch(logits, bitmask, indices)
+    else:
+        raise ValueError(f"unknown backend {backend!r}")
+
+
+__all__ = ["allocate_token_bitmask", "apply_token_bitmask_inplace", "bitmask_width"]

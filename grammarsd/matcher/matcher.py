@@ -1,0 +1,253 @@
+"""GrammarMatcher: the per-sequence state of a compiled grammar, fed token by token.
+
+A token ``t`` is allowed iff (bytes so far + bytes of t) is a prefix of some string of the language;
+an EOS id is allowed iff the bytes so far are a complete string. Each public call validates its
+arguments once and makes one numba call (``matcher._kernels``); arrays grow on demand, so rollback is
+unlimited and any output length works.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from grammarsd.errors import MatcherError
+from grammarsd.matcher import _kernels as K
+
+if TYPE_CHECKING:
+    from grammarsd.compiler.compiled import CompiledGrammar
+
+_INITIAL_POSITIONS = 256
+_INITIAL_ITEMS = 4096
+_INITIAL_HASH = 1024
+
+
+def _new_state(num_terminals: int, positions: int, items: int, hashsize: int) -> K.State:
+    return K.State(
+        set_start=np.zeros(positions + 2, dtype=np.int64),
+        scan_start=np.zeros(positions + 2, dtype=np.int64),
+        acc=np.zeros(positions + 1, dtype=np.uint8),
+        it_item=np.zeros(items, dtype=np.int32),
+        it_origin=np.zeros(items, dtype=np.int32),
+        sc_state=np.zeros(items, dtype=np.int32),
+        sc_origin=np.zeros(items, dtype=np.int32),
+        h_x=np.zeros(hashsize, dtype=np.int32),
+        h_o=np.zeros(hashsize, dtype=np.int32),
+        h_stamp=np.zeros(hashsize, dtype=np.int64),
+        term_stamp=np.zeros(max(num_terminals, 1), dtype=np.int64),
+        meta=np.zeros(2, dtype=np.int64),
+    )
+
+
+def _grown(s: K.State) -> K.State:
+    """A copy of ``s`` with every growable array doubled (contents kept)."""
+
+    def grow(a: np.ndarray) -> np.ndarray:
+        b = np.zeros(a.shape[0] * 2, dtype=a.dtype)
+        b[: a.shape[0]] = a
+        return b
+
+    return K.State(
+        set_start=grow(s.set_start),
+        scan_start=grow(s.scan_start),
+        acc=grow(s.acc),
+        it_item=grow(s.it_item),
+        it_origin=grow(s.it_origin),
+        sc_state=grow(s.sc_state),
+        sc_origin=grow(s.sc_origin),
+        h_x=np.zeros(s.h_x.shape[0] * 2, dtype=np.int32),
+        h_o=np.zeros(s.h_o.shape[0] * 2, dtype=np.int32),
+        h_stamp=np.zeros(s.h_stamp.shape[0] * 2, dtype=np.int64),
+        term_stamp=s.term_stamp.copy(),
+        meta=s.meta.copy(),
+    )
+
+
+class GrammarMatcher:
+    """Matches a token sequence against a ``CompiledGrammar``.
+
+    Parameters
+    ----------
+    compiled:
+        The grammar, compiled for one tokenizer.
+    """
+
+    def __init__(self, compiled: CompiledGrammar) -> None:
+        self.compiled = compiled
+        self._tables = compiled.kernel_tables
+        self._eos = frozenset(compiled.tokenizer_info.eos_ids)
+        self._state = _new_state(
+            compiled.tables.num_terminals, _INITIAL_POSITIONS, _INITIAL_ITEMS, _INITIAL_HASH
+        )
+        self._history: list[int] = []  # position before each accepted step
+        self._terminated_at: int | None = None  # history length when EOS was accepted
+        self._run(lambda s: K.init_state(self._tables, s))
+
+    # -- internals ---------------------------------------------------------------
+
+    def _run(self, call: Any) -> int:
+        """Run a kernel call, growing the state arrays until it does not overflow."""
+        while True:
+            r = int(call(self._state))
+            if r != K.OVERFLOW:
+                return r
+            if self._state.it_item.shape[0] > 1 << 31:
+                raise MatcherError("matcher state exceeded 2**31 items")
+            self._state = _grown(self._state)
+
+    @property
+    def _pos(self) -> int:
+        return int(self._state.meta[K.POS])
+
+    # -- queries -----------------------------------------------------------------
+
+    def is_accepting(self) -> bool:
+        """The bytes so far form a complete string of the language (EOS would be allowed)."""
+        return self._terminated_at is None and bool(self._state.acc[self._pos])
+
+    def is_terminated(self) -> bool:
+        """An EOS token has been accepted."""
+        return self._terminated_at is not None
+
+    @property
+    def num_tokens(self) -> int:
+        """How many steps (tokens or strings) have been accepted and can be rolled back."""
+        return len(self._history)
+
+    # -- advancing ---------------------------------------------------------------
+
+    def accept_token(self, token_id: int) -> bool:
+        """Advance by one token; returns False (and leaves the state unchanged) if not allowed."""
+        if self.is_terminated():
+            return False
+        info = self.compiled.tokenizer_info
+        if token_id in self._eos:
+            if not self.is_accepting():
+                return False
+            self._history.append(self._pos)
+            self._terminated_at = len(self._history)
+            return True
+        if not 0 <= token_id < info.vocab_size:
+            raise MatcherError(
+                f"token id {token_id} is outside the vocabulary (0..{info.vocab_size - 1})"
+            )
+        data = info.token_bytes[token_id]
+        if not data:  # special or padding token
+            return False
+        return self._accept_bytes(data)
+
+    def accept_string(self, text: str | bytes) -> bool:
+        """Advance by a whole string (UTF-8 bytes); all or nothing. Counts as one step."""
+        if self.is_terminated():
+            return False
+        data = text.encode() if isinstance(text, str) else bytes(text)
+        return self._accept_bytes(data)
+
+    def _accept_bytes(self, data: bytes) -> bool:
+        before = self._pos
+        arr = np.frombuffer(data, dtype=np.uint8)
+        r = self._run(lambda s: K.advance(self._tables, s, arr))
+        if r != K.OK:
+            return False
+        self._history.append(before)
+        return True
+
+    def rollback(self, num_tokens: int = 1) -> None:
+        """Undo the last ``num_tokens`` accepted steps (unlimited)."""
+        if num_tokens < 0 or num_tokens > len(self._history):
+            raise MatcherError(
+                f"cannot roll back {num_tokens} steps; {len(self._history)} were accepted"
+            )
+        if num_tokens == 0:
+            return
+        target = self._history[-num_tokens]
+        del self._history[-num_tokens:]
+        if self._terminated_at is not None and self._terminated_at > len(self._history):
+            self._terminated_at = None
+        self._state.meta[K.POS] = target
+
+    def reset(self) -> None:
+        """Back to the empty prefix."""
+        self.rollback(len(self._history))
+
+    def fork(self) -> GrammarMatcher:
+        """An independent copy sharing the compiled grammar (copies only the used chart)."""
+        other = GrammarMatcher.__new__(GrammarMatcher)
+        other.compiled = self.compiled
+        other._tables = self._tables
+        other._eos = self._eos
+        other._state = K.State(*(a.copy() for a in self._state))
+        other._history = list(self._history)
+        other._terminated_at = self._terminated_at
+        return other
+
+    # -- masks -------------------------------------------------------------------
+
+    def fill_next_token_bitmask(self, bitmask: Any, index: int = 0) -> bool:
+        """Write the allowed-token bitmask into row ``index`` of ``bitmask``.
+
+        ``bitmask`` is an int32 array or CPU tensor of shape ``(batch, ceil(V / 32))`` (or 1-D for one
+        row), bit ``t`` of the row set iff token ``t`` is allowed. Returns True when some token is
+        masked out (the mask needs applying). The matcher state is unchanged.
+        """
+        row = _bitmask_row(bitmask, index, self.compiled.tokenizer_info.vocab_size)
+        row[:] = 0
+        if self.is_terminated():
+            return True
+        trie = self.compiled.trie
+        self._run(
+            lambda s: K.fill_mask(
+                self._tables, s, trie.byte, trie.depth, trie.next, trie.tok_ptr, trie.tok_ids, row
+            )
+        )
+        if self.is_accepting():
+            for t in self._eos:
+                row[t >> 5] |= np.uint32(1 << (t & 31))
+        return not _all_set(row, self.compiled.tokenizer_info.vocab_size)
+
+    def allowed_token_ids(self) -> np.ndarray:
+        """The allowed token ids as a sorted array (convenience; allocates)."""
+        vocab = self.compiled.tokenizer_info.vocab_size
+        words = np.zeros((vocab + 31) // 32, dtype=np.int32)
+        self.fill_next_token_bitmask(words)
+        bits = np.unpackbits(words.view(np.uint8), bitorder="little")[:vocab]
+        return np.flatnonzero(bits)
+
+
+def _all_set(row: np.ndarray, vocab_size: int) -> bool:
+    full, rest = divmod(vocab_size, 32)
+    if not (row[:full] == np.uint32(0xFFFFFFFF)).all():
+        return False
+    return rest == 0 or int(row[full]) & ((1 << rest) - 1) == (1 << rest) - 1
+
+
+def _bitmask_row(bitmask: Any, index: int, vocab_size: int) -> np.ndarray:
+    """Validate ``bitmask`` and return row ``index`` as a writable uint32 numpy view."""
+    arr = bitmask
+    if not isinstance(arr, np.ndarray):
+        try:
+            import torch
+        except ImportError as e:  # pragma: no cover - torch is a dependency
+            raise MatcherError(f"unsupported bitmask type {type(bitmask).__name__}") from e
+        if not isinstance(arr, torch.Tensor):
+            raise MatcherError(f"unsupported bitmask type {type(bitmask).__name__}")
+        if arr.device.type != "cpu":
+            raise MatcherError("fill the bitmask on a CPU tensor, then copy it to the device")
+        arr = arr.numpy()
+    if arr.dtype != np.int32:
+        raise MatcherError(f"bitmask must be int32, got {arr.dtype}")
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    words = (vocab_size + 31) // 32
+    if arr.ndim != 2 or arr.shape[1] < words:
+        raise MatcherError(f"bitmask must have shape (batch, {words}); got {tuple(arr.shape)}")
+    if not 0 <= index < arr.shape[0]:
+        raise MatcherError(f"bitmask row {index} out of range for batch {arr.shape[0]}")
+    row = arr[index]
+    if not row.flags.c_contiguous:
+        raise MatcherError("bitmask rows must be contiguous")
+    return row.view(np.uint32)
+
+
+__all__ = ["GrammarMatcher"]
