@@ -229,8 +229,6 @@ def char_set(text: str) -> CharClass:
     return chars((ord(c), ord(c)) for c in text)
 
 
-
-
 def seq(*items: Expr) -> Expr:
     """Concatenation, flattened; literals merged; EMPTY dropped; NOTHING absorbs."""
     out: list[Expr] = []
