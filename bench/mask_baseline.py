@@ -20,11 +20,11 @@ from grammarsd.grammar.bundled import load_bundled
 
 CASES = {
     "json (bundled)": (
-        lambda: load_bundled("json"),
+        lambda: load_bundled("json.lark"),
         '{"name": "Paris", "population": 2161000, "tags": ["capital", "europe"], '
         '"coords": {"lat": 48.8566, "lon": 2.3522}, "ok": true, "note": null}',
     ),
-    "arithmetic (bundled)": (lambda: load_bundled("arithmetic"), "(12 + 3.5) * -x / (y - 4) ^ 2"),
+    "arithmetic (bundled)": (lambda: load_bundled("arithmetic.lark"), "(12 + 3.5) * -x / (y - 4) ^ 2"),
     "regex date-time": (
         lambda: r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})",
         "2026-11-22T08:17:00.123+01:00",

@@ -23,6 +23,8 @@ from grammarsd.grammar.ir import (
     repeat,
     seq,
 )
+from grammarsd.grammar.bundled import load_bundled
+from grammarsd.grammar.regex import grammar_from_regex
 from grammarsd.matcher.reference import ReferenceRecognizer
 from grammarsd.testing import hf_tokenizer
 
@@ -67,6 +69,16 @@ GRAMMARS = {
             {"start": repeat(seq(DIGIT, DIGIT, lit("-"), char_set("01"), DIGIT, lit("\n")), 1, 4)}
         ),
         "12-05\n99-11\n00-07\n",
+    ),
+    "bundled_json_lark": (
+        load_bundled("json.lark"),
+        '{"a": [true, false, null], "b": {"c": "d\\n\\u00e9"}, "e": -0.5e+3}',
+    ),
+    "bundled_json_gbnf": (load_bundled("json.gbnf"), '[{"k": ["v", 1, 2.5]}, "x", true]'),
+    "bundled_arithmetic": (load_bundled("arithmetic.lark"), "(1 + 2.5) * x - 3 / (y + 4)"),
+    "python_regex": (
+        grammar_from_regex(r"(?i:[a-z]+)@\w+\.(com|org)( \d{1,3})?"),
+        "Ada@exämple.org 42",
     ),
 }
 

@@ -1,0 +1,97 @@
+"""The public compile entry points: syntax selection, start rules, limits and typed errors."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+import grammarsd as gs
+from grammarsd.tokenizer.info import TokenizerInfo
+
+VOCAB = TokenizerInfo.from_token_bytes(
+    [b"", b"a", b"b", b"ab", b"1", b"2", b"+", b" ", b"(", b")", "é".encode()],
+    eos_ids=[0],
+    special_ids=[0],
+)
+
+
+def accepts(compiled: gs.CompiledGrammar, text: str) -> bool:
+    m = compiled.matcher()
+    return m.accept_string(text) and m.is_accepting()
+
+
+def test_lark_text_is_the_default_syntax() -> None:
+    g = gs.compile_grammar('start: "a" b*\nb: "b"', VOCAB)
+    assert accepts(g, "abbb") and not accepts(g, "ba")
+
+
+def test_gbnf_is_detected_and_starts_at_root() -> None:
+    g = gs.compile_grammar('root ::= "(" expr ")"\nexpr ::= [12] ("+" [12])*', VOCAB)
+    assert accepts(g, "(1+2+1)") and not accepts(g, "(1+)")
+
+
+def test_explicit_start_rule() -> None:
+    g = gs.compile_grammar('start: "a"\nother: "b"', VOCAB, syntax="lark", start="other")
+    assert accepts(g, "b") and not accepts(g, "a")
+
+
+def test_regex_matches_whole_output() -> None:
+    g = gs.compile_regex(r"a(b|é)?", VOCAB)
+    assert accepts(g, "aé") and accepts(g, "a") and not accepts(g, "ab1")
+
+
+def test_masks_are_eos_aware() -> None:
+    g = gs.compile_regex(r"ab?", VOCAB)
+    m = g.matcher()
+    assert list(m.allowed_token_ids()) == [1, 3]  # "a" and "ab"; no EOS yet
+    assert m.accept_token(1)
+    assert list(m.allowed_token_ids()) == [0, 2]  # EOS and "b"
+
+
+@pytest.mark.parametrize(
+    ("text", "syntax", "error"),
+    [
+        ('start: "a" )', "lark", gs.GrammarSyntaxError),
+        ("root ::= [a-", "gbnf", gs.GrammarSyntaxError),
+        ('start: "a"\nstart.2: "b"', "lark", gs.GrammarSyntaxError),
+    ],
+)
+def test_malformed_grammars_raise_typed_errors(text: str, syntax: str, error: type) -> None:
+    with pytest.raises(error) as info:
+        gs.compile_grammar(text, VOCAB, syntax=syntax)  # type: ignore[arg-type]
+    assert info.value.line >= 1 and info.value.column >= 1
+
+
+def test_lookaround_is_refused_with_position() -> None:
+    with pytest.raises(gs.UnsupportedSyntaxError) as info:
+        gs.compile_regex(r"ab(?=c)", VOCAB)
+    assert info.value.construct and info.value.column == 3
+
+
+def test_empty_language_is_refused() -> None:
+    with pytest.raises(gs.EmptyLanguageError):
+        gs.compile_regex(r"[^\s\S]", VOCAB)
+
+
+def test_dfa_limit_is_a_typed_error_not_a_hang() -> None:
+    with pytest.raises(gs.GrammarTooLargeError):
+        gs.compile_regex(r"[ab]*a[ab]{14}", VOCAB, limits=gs.CompileLimits(max_dfa_states=1000))
+
+
+def test_unknown_syntax_is_refused() -> None:
+    with pytest.raises(ValueError, match="syntax"):
+        gs.compile_grammar('start: "a"', VOCAB, syntax="ebnf")  # type: ignore[arg-type]
+
+
+def test_compiled_grammar_prints_its_ir() -> None:
+    g = gs.compile_regex(r"ab+", VOCAB)
+    assert "start" in str(g.grammar)
+
+
+def test_tokenizer_info_pickles_and_compiles_identically() -> None:
+    clone = pickle.loads(pickle.dumps(VOCAB))
+    a = gs.compile_regex(r"(ab)+", VOCAB).matcher()
+    b = gs.compile_regex(r"(ab)+", clone).matcher()
+    assert np.array_equal(a.allowed_token_ids(), b.allowed_token_ids())
