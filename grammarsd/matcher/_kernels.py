@@ -87,7 +87,7 @@ def _add(s: State, x: int, o: int, base: int, count: int, stamp: int) -> int:
     return count + 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _close(g: Tables, s: State, pos: int, base: int, count: int, scount: int) -> tuple[int, int]:
     """Predict and complete set ``pos`` (seeded at [base, count)), then start its scans.
 
@@ -159,7 +159,7 @@ def init_state(g: Tables, s: State) -> int:
     return OK
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def step(g: Tables, s: State, b: int) -> int:
     """Consume byte ``b`` at the current position."""
     pos = s.meta[POS]
