@@ -14,6 +14,7 @@ from grammarsd.compiler.compiled import (
     CompiledGrammar,
     compile_grammar,
     compile_ir,
+    compile_json_schema,
     compile_regex,
 )
 from grammarsd.compiler.tables import CompileLimits
@@ -33,6 +34,7 @@ from grammarsd.errors import (
     UnsupportedSyntaxError,
 )
 from grammarsd.grammar.ir import Grammar
+from grammarsd.grammar.json_schema import JsonSchemaOptions
 from grammarsd.kernels.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
 from grammarsd.matcher.matcher import GrammarMatcher
 from grammarsd.tokenizer.info import TokenizerInfo
@@ -51,6 +53,7 @@ __all__ = [
     "GrammarsdError",
     "IncompleteOutputError",
     "InvalidSchemaError",
+    "JsonSchemaOptions",
     "LoadedModel",
     "MatcherError",
     "ModelLoadError",
@@ -64,6 +67,7 @@ __all__ = [
     "apply_token_bitmask_inplace",
     "compile_grammar",
     "compile_ir",
+    "compile_json_schema",
     "compile_regex",
     "load_model",
     "load_tokenizer",

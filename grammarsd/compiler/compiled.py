@@ -149,4 +149,34 @@ def compile_regex(
     return compile_ir(grammar_from_regex(pattern), tokenizer, limits=limits)
 
 
-__all__ = ["CompiledGrammar", "compile_grammar", "compile_ir", "compile_regex", "token_trie"]
+def compile_json_schema(
+    schema: Any,
+    tokenizer: Any,
+    *,
+    registry: Any = None,
+    limits: CompileLimits | None = None,
+    **options: Any,
+) -> CompiledGrammar:
+    """Compile a JSON Schema for ``tokenizer``.
+
+    ``schema`` is a dict, a JSON string, a Pydantic model class or any type Pydantic's
+    ``TypeAdapter`` accepts. ``options`` are ``JsonSchemaOptions`` fields (``whitespace``,
+    ``max_whitespace``, ``indent``, ``any_order``, ``formats``, ...); unknown names raise
+    ``ValueError``. ``registry`` (a ``referencing.Registry``) resolves remote ``$ref``.
+    Keywords that cannot be enforced exactly raise ``SchemaUnsupportedError``.
+    """
+    from grammarsd.grammar.json_schema import JsonSchemaOptions, schema_to_grammar
+
+    opts = JsonSchemaOptions.from_dict(options)
+    grammar = schema_to_grammar(schema, options=opts, registry=registry)
+    return compile_ir(grammar, tokenizer, limits=limits)
+
+
+__all__ = [
+    "CompiledGrammar",
+    "compile_grammar",
+    "compile_ir",
+    "compile_json_schema",
+    "compile_regex",
+    "token_trie",
+]

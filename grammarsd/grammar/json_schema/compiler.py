@@ -1,0 +1,1508 @@
+"""Lowering a JSON Schema (drafts 4 to 2020-12) to the grammar IR, exactly or not at all.
+
+Owns the schema semantics. The pipeline for one schema location:
+
+1. **Expand** (``_Lowering._expand``): the applicators ``$ref``, ``allOf``, ``anyOf``,
+   ``oneOf``, ``not``, ``if/then/else`` and ``dependentSchemas`` are rewritten into a
+   disjunctive normal form: a list of *alternatives*, each a conjunction of atoms. An atom is a
+   schema object read only for its own assertion keywords (``_Node``). The language is the
+   union over alternatives of the intersection of atoms. Complements (``not``, the ``else``
+   side of ``if``, exact ``oneOf``) are pushed down keyword by keyword (``_negate``): the
+   complement of ``minimum: 5`` is "a number below 5", of ``required: [a]`` "an object without
+   ``a``", of ``properties: {a: S}`` "an object whose ``a`` is not ``S``". These become small
+   synthetic schema objects, some with private keywords (``_TYPES_KW`` ...) for what JSON Schema
+   cannot say directly (say, a type set containing only non-integral numbers).
+2. **Merge** (``_merge``): one alternative's atoms are intersected keyword by keyword into a
+   ``_Merged`` record (type set, numeric interval, string limits, array and object specs).
+   Every keyword of the draft's vocabulary is either folded in exactly or refused with
+   ``SchemaUnsupportedError``; annotations and keywords outside the vocabulary are ignored.
+3. **Emit** (``_emit``): each ``_Merged`` becomes IR per JSON type. Subschemas (items,
+   property values) are lowered lazily into named rules keyed by the identity of the schema
+   objects they intersect, so recursive ``$ref`` becomes a recursive grammar.
+
+Finite alternatives (``enum``/``const``) are emitted as the listed values that validate
+against the *whole* conjunction at that location, checked with ``jsonschema`` itself; so they
+are exact whatever other keywords sit beside them.
+
+``oneOf`` is emitted as a plain union when every pair of non-finite alternatives from different
+branches is provably disjoint (``_disjoint``: type sets, numeric intervals, a property one
+requires and the other forbids, a required property with disjoint ``const``/``enum`` values);
+otherwise as ``U_i (B_i and not B_j for j != i)`` through ``_negate`` (or refused there).
+
+Arrays with ``contains``/``uniqueItems`` and all objects are small automata over members
+(``_CountingArray``, ``_ObjectBuilder``); a string constraint beyond plain length is a
+``CharDFA`` emitted as one right-linear rule per state (``_dfa_rules``).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import math
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import jsonschema
+import referencing
+import referencing.exceptions
+import referencing.jsonschema
+
+from grammarsd.errors import (
+    GrammarError,
+    GrammarSyntaxError,
+    GrammarTooLargeError,
+    SchemaUnsupportedError,
+)
+from grammarsd.grammar.automata import CharDFA
+from grammarsd.grammar.ir import (
+    ANY_CHAR,
+    EMPTY,
+    MAX_CODE_POINT,
+    NOTHING,
+    CharClass,
+    Choice,
+    Expr,
+    Grammar,
+    Literal,
+    Ref,
+    Repeat,
+    Seq,
+    char_set,
+    chars,
+    choice,
+    lit,
+    repeat,
+    seq,
+)
+from grammarsd.grammar.json_schema import numbers as num
+from grammarsd.grammar.json_schema.formats import KNOWN_FORMATS, format_expr
+from grammarsd.grammar.json_schema.options import JsonSchemaOptions
+from grammarsd.grammar.json_schema.strings import (
+    encode_class,
+    encode_text,
+    string_literal,
+    strings_excluding,
+)
+from grammarsd.grammar.regex import parse_regex_search
+
+# --------------------------------------------------------------------------- vocabulary
+
+_BASE4 = {
+    "type", "enum", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
+    "maxLength", "minLength", "pattern", "items", "additionalItems", "maxItems", "minItems",
+    "uniqueItems", "maxProperties", "minProperties", "required", "properties",
+    "patternProperties", "additionalProperties", "dependencies", "allOf", "anyOf", "oneOf", "not",
+    "format", "$ref",
+}
+_DRAFT6 = _BASE4 | {"const", "contains", "propertyNames"}
+_DRAFT7 = _DRAFT6 | {"if", "then", "else"}
+_DRAFT2019 = (_DRAFT7 - {"dependencies"}) | {
+    "dependentRequired", "dependentSchemas", "maxContains", "minContains", "unevaluatedItems",
+    "unevaluatedProperties", "$recursiveRef",
+}
+_DRAFT2020 = (_DRAFT2019 - {"additionalItems", "$recursiveRef"}) | {"prefixItems", "$dynamicRef"}
+
+
+@dataclass(frozen=True)
+class Draft:
+    """One JSON Schema dialect: its vocabulary, validator and referencing specification."""
+
+    name: str
+    year: int  # 4, 6, 7, 2019, 2020
+    vocabulary: frozenset[str]
+    validator: Any  # the jsonschema Validator class
+    spec: referencing.Specification[Any]
+
+
+DRAFTS: dict[str, Draft] = {
+    "http://json-schema.org/draft-04/schema": Draft(
+        "draft4", 4, frozenset(_BASE4), jsonschema.Draft4Validator, referencing.jsonschema.DRAFT4),
+    "http://json-schema.org/draft-06/schema": Draft(
+        "draft6", 6, frozenset(_DRAFT6), jsonschema.Draft6Validator,
+        referencing.jsonschema.DRAFT6),
+    "http://json-schema.org/draft-07/schema": Draft(
+        "draft7", 7, frozenset(_DRAFT7), jsonschema.Draft7Validator,
+        referencing.jsonschema.DRAFT7),
+    "https://json-schema.org/draft/2019-09/schema": Draft(
+        "draft2019-09", 2019, frozenset(_DRAFT2019), jsonschema.Draft201909Validator,
+        referencing.jsonschema.DRAFT201909),
+    "https://json-schema.org/draft/2020-12/schema": Draft(
+        "draft2020-12", 2020, frozenset(_DRAFT2020), jsonschema.Draft202012Validator,
+        referencing.jsonschema.DRAFT202012),
+}
+
+# Applicators handled by expansion; everything else in a vocabulary is an assertion for _merge.
+_APPLICATORS = {"$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
+                "dependentSchemas", "$dynamicRef", "$recursiveRef"}
+#: JSON types as the grammar splits them: "int" = integral numbers, "frac" = the others.
+_TYPES = frozenset({"null", "boolean", "int", "frac", "string", "array", "object"})
+_TYPE_NAMES = {"null": {"null"}, "boolean": {"boolean"}, "integer": {"int"},
+               "number": {"int", "frac"}, "string": {"string"}, "array": {"array"},
+               "object": {"object"}}
+_WS = char_set(" \t\n\r")
+#: Up to this many keys, an object in enum/const is accepted in any key order (any_order=True).
+_MAX_PERMUTED_KEYS = 5
+#: Other keys are split by the subset of patterns they match: 2**n regions.
+_MAX_PATTERN_PROPERTIES = 4
+#: uniqueItems tracks the set of values used: 2**n states.
+_MAX_UNIQUE_VALUES = 8
+# Private keywords of synthetic schemas (NUL-prefixed: no user schema can collide).
+_TYPES_KW = "\x00types"  # the internal type set, e.g. ["frac"]
+_EXCLUDED_KW = "\x00excluded"  # values removed
+_LO_KW, _HI_KW = "\x00lo", "\x00hi"  # (Decimal bound, strict)
+_NOT_PATTERN_KW = "\x00notPattern"  # strings the pattern does not match
+_PRIVATE_KEYWORDS = (_TYPES_KW, _EXCLUDED_KW, _LO_KW, _HI_KW, _NOT_PATTERN_KW)
+_COUNTS = {"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"}
+_ITEM_KEYWORDS = ("items", "prefixItems", "additionalItems")
+_OBJECT_KEYWORDS = ("properties", "patternProperties", "additionalProperties")
+
+
+# --------------------------------------------------------------------------- data structures
+
+
+@dataclass(frozen=True, eq=False)
+class _Node:
+    """A schema (bool or dict) with the resolver of its base URI and its JSON pointer."""
+
+    schema: Any
+    resolver: Any  # referencing's Resolver at this schema's base URI
+    pointer: str
+
+
+_Alt = tuple[_Node, ...]
+
+
+@dataclass
+class _ArraySpec:
+    prefix: list[_Node]
+    items: _Node | None  # applies after the prefix; None = anything
+
+
+@dataclass
+class _ObjectSpec:
+    properties: dict[str, _Node]
+    patterns: list[tuple[str, _Node]]
+    additional: _Node | None  # None = anything
+
+
+@dataclass
+class _Merged:
+    """The intersection of one alternative's atoms, keyword by keyword."""
+
+    types: set[str] = field(default_factory=lambda: set(_TYPES))
+    values: list[Any] | None = None  # enum/const intersection; None = unrestricted
+    excluded: list[Any] = field(default_factory=list)  # values removed by ``not``
+    # numbers
+    lo: Decimal | None = None
+    lo_strict: bool = False
+    hi: Decimal | None = None
+    hi_strict: bool = False
+    multiple_of: Fraction | None = None
+    # strings
+    min_len: int = 0
+    max_len: int | None = None
+    patterns: list[tuple[str, str]] = field(default_factory=list)  # (pattern, pointer)
+    not_patterns: list[tuple[str, str]] = field(default_factory=list)
+    formats: list[tuple[str, str]] = field(default_factory=list)
+    # arrays
+    arrays: list[_ArraySpec] = field(default_factory=list)
+    min_items: int = 0
+    max_items: int | None = None
+    unique: tuple[str, ...] = ()  # pointers of uniqueItems: true
+    contains: list[tuple[_Node, int, int | None]] = field(default_factory=list)
+    # objects
+    objects: list[_ObjectSpec] = field(default_factory=list)
+    required: list[str] = field(default_factory=list)
+    min_props: int = 0
+    max_props: int | None = None
+    dep_required: list[tuple[str, list[str]]] = field(default_factory=list)
+    property_names: list[_Node] = field(default_factory=list)
+
+
+def _value_key(value: Any) -> Any:
+    """A hashable key with JSON Schema equality (``1 == 1.0``, ``True != 1``)."""
+    if isinstance(value, bool) or value is None:
+        return ("v", value)
+    if isinstance(value, (int, float)):
+        return ("n", Fraction(value))
+    if isinstance(value, str):
+        return ("s", value)
+    if isinstance(value, list):
+        return ("l", tuple(_value_key(v) for v in value))
+    return ("o", frozenset((k, _value_key(v)) for k, v in value.items()))
+
+
+def _type_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "int" if float(value).is_integer() else "frac"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _escape_pointer(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+# --------------------------------------------------------------------------- layout
+
+
+class _Layout:
+    """Punctuation with whitespace, per nesting level (levels matter only for ``indent``)."""
+
+    def __init__(self, options: JsonSchemaOptions) -> None:
+        self.options = options
+        self.ws: Expr = EMPTY
+        if options.whitespace == "flexible" and options.max_whitespace > 0:
+            self.ws = Ref("ws")
+
+    def rules(self) -> dict[str, Expr]:
+        if self.ws == EMPTY:
+            return {}
+        return {"ws": repeat(_WS, 0, self.options.max_whitespace)}
+
+    def child_level(self, level: int) -> int:
+        return level + 1 if self.options.whitespace == "indent" else 0
+
+    def _newline(self, level: int) -> Expr:
+        return lit("\n" + " " * ((self.options.indent or 0) * level))
+
+    def open(self, bracket: str, level: int) -> Expr:
+        if self.options.whitespace == "indent":
+            return seq(lit(bracket), self._newline(level + 1))
+        return seq(lit(bracket), self.ws)
+
+    def close(self, bracket: str, level: int) -> Expr:
+        if self.options.whitespace == "indent":
+            return seq(self._newline(level), lit(bracket))
+        return seq(self.ws, lit(bracket))
+
+    def empty(self, brackets: str) -> Expr:
+        if self.options.whitespace == "indent":
+            return lit(brackets)
+        return seq(lit(brackets[0]), self.ws, lit(brackets[1]))
+
+    def comma(self, level: int) -> Expr:
+        if self.options.whitespace == "indent":
+            return seq(lit(","), self._newline(level + 1))
+        return seq(self.ws, lit(","), self.ws)
+
+    def colon(self) -> Expr:
+        if self.options.whitespace == "indent":
+            return lit(": ")
+        return seq(self.ws, lit(":"), self.ws)
+
+
+# --------------------------------------------------------------------------- lowering
+
+
+class _Lowering:
+    """One compilation: rules so far, memo of lowered conjunctions, the draft and registry."""
+
+    def __init__(self, root: Any, draft: Draft, options: JsonSchemaOptions,
+                 registry: referencing.Registry[Any]) -> None:
+        self.draft = draft
+        self.options = options
+        self.layout = _Layout(options)
+        resource = draft.spec.create_resource(root)
+        base = resource.id() or ""
+        self.registry = registry.with_resource(base, resource).crawl()
+        self.root = _Node(root, self.registry.resolver(base_uri=base), "")
+        self.rules: dict[str, Expr] = dict(self.layout.rules())
+        self.rules["char"] = encode_class(ANY_CHAR)
+        self._memo: dict[tuple[Any, ...], str] = {}
+        self._patterns: dict[str, CharDFA] = {}
+        self._counter = 0
+
+    # ------------------------------------------------------------------ helpers
+
+    def refuse(self, keyword: str, pointer: str, reason: str) -> SchemaUnsupportedError:
+        return SchemaUnsupportedError(keyword, pointer=pointer, reason=reason)
+
+    def _name(self, prefix: str) -> str:
+        self._counter += 1
+        return f"{prefix}{self._counter}"
+
+    def child(self, node: _Node, *path: str | int) -> _Node:
+        """The subschema at ``path`` under ``node``, entering its base URI if it has ``$id``."""
+        schema = node.schema
+        pointer = node.pointer
+        for step in path:
+            schema = schema[step]
+            pointer += "/" + _escape_pointer(str(step))
+        resolver = node.resolver
+        if isinstance(schema, dict):
+            resource = self.draft.spec.create_resource(schema)
+            if resource.id() is not None:
+                resolver = resolver.in_subresource(resource)
+        return _Node(schema, resolver, pointer)
+
+    def deref(self, node: _Node, keyword: str = "$ref") -> _Node:
+        ref = node.schema[keyword]
+        try:
+            resolved = node.resolver.lookup(ref)
+        except referencing.exceptions.Unresolvable as exc:
+            raise self.refuse(keyword, node.pointer + "/" + keyword,
+                              f"cannot resolve {ref!r} (remote references need a registry): "
+                              f"{exc}") from None
+        pointer = ref if ref.startswith("#") else f"{ref}"
+        target = _Node(resolved.contents, resolved.resolver, pointer.lstrip("#"))
+        return target
+
+    def peel(self, node: _Node) -> _Node:
+        """Follow ``$ref`` through schemas that are nothing else (so memo keys are shared)."""
+        seen = 0
+        vocab = self.draft.vocabulary
+        while isinstance(node.schema, dict) and "$ref" in node.schema and (
+            self.draft.year <= 7 or not (set(node.schema) & vocab) - {"$ref"}
+        ):
+            node = self.deref(node)
+            seen += 1
+            if seen > 100:
+                raise self.refuse("$ref", node.pointer, "chain of $ref does not end")
+        return node
+
+    def validator(self, node: _Node) -> Any:
+        # ``_resolver`` keeps the node's base URI for relative $ref (private in jsonschema).
+        return self.draft.validator(
+            node.schema, registry=self.registry, _resolver=node.resolver,
+            format_checker=self.draft.validator.FORMAT_CHECKER)
+
+    def is_valid(self, value: Any, nodes: tuple[_Node, ...]) -> bool:
+        return all(self.validator(n).is_valid(value) for n in nodes)
+
+    # ------------------------------------------------------------------ entry points
+
+    def grammar(self) -> Grammar:
+        start = self.value((self.root,), 0)
+        rules = {"start": start, **self.rules}
+        return Grammar(_prune(rules), start="start")
+
+    def value(self, nodes: tuple[_Node, ...], level: int) -> Expr:
+        """A rule for JSON values valid against every schema in ``nodes`` (at ``level``)."""
+        nodes = tuple(self.peel(n) for n in nodes)
+        nodes = tuple(n for n in nodes if n.schema is not True and n.schema != {})
+        if any(n.schema is False for n in nodes):
+            return NOTHING
+        if self.options.whitespace == "indent" and level > self.options.max_depth:
+            return NOTHING
+        # A schema object's base URI is fixed by where it sits, so its identity is the key.
+        key = (tuple(sorted({id(n.schema) for n in nodes})), level)
+        if key in self._memo:
+            return Ref(self._memo[key])
+        name = self._name("value")
+        self._memo[key] = name
+        self.rules[name] = NOTHING  # placeholder while recursing
+        alternatives = [()] if not nodes else self._product(
+            [self._expand(n, ()) for n in nodes], nodes[0].pointer, "allOf")
+        self.rules[name] = choice(*(self._emit(self._merge(alt), nodes, level)
+                                    for alt in alternatives))
+        return Ref(name)
+
+    # ------------------------------------------------------------------ expansion
+
+    def _product(self, factors: list[list[_Alt]], pointer: str, keyword: str) -> list[_Alt]:
+        out: list[_Alt] = [()]
+        for factor in factors:
+            out = [a + b for a in out for b in factor]
+            if len(out) > self.options.max_alternatives:
+                out = [alt for alt in out if not self._plainly_empty(alt)]
+            if len(out) > self.options.max_alternatives:
+                raise self.refuse(keyword, pointer, "too many combinations of alternatives "
+                                  f"(> {self.options.max_alternatives})")
+        return out
+
+    def _plainly_empty(self, alt: _Alt) -> bool:
+        """Whether the conjunction ``alt`` has no instance for a cheap reason (type sets)."""
+        types = set(_TYPES)
+        for node in alt:
+            s = node.schema
+            if s is False:
+                return True
+            if isinstance(s, dict):
+                if _TYPES_KW in s:
+                    types &= set(s[_TYPES_KW])
+                if "type" in s and "type" in self.draft.vocabulary:
+                    names = [s["type"]] if isinstance(s["type"], str) else s["type"]
+                    types &= set().union(*(_TYPE_NAMES[t] for t in names)) if names else set()
+        return not types
+
+    def _expand(self, node: _Node, stack: tuple[int, ...]) -> list[_Alt]:
+        """The DNF of ``node``: a list of conjunctions of atoms (see the module docstring)."""
+        s = node.schema
+        if s is True:
+            return [()]
+        if s is False:
+            return []
+        if id(s) in stack:
+            raise self.refuse("$ref", node.pointer, "a schema applies itself without consuming "
+                              "input (infinite loop)")
+        stack = stack + (id(s),)
+        vocab = self.draft.vocabulary
+        if "$ref" in s and self.draft.year <= 7:
+            return self._expand(self.deref(node), stack)
+        factors: list[list[_Alt]] = [[(node,)]]
+        for kw in ("$dynamicRef", "$recursiveRef"):
+            if kw in s and kw in vocab:
+                raise self.refuse(kw, node.pointer + "/" + kw, "dynamic scope is not supported")
+        if "$ref" in s:
+            factors.append(self._expand(self.deref(node), stack))
+        if "allOf" in s:
+            factors += [self._expand(self.child(node, "allOf", i), stack)
+                        for i in range(len(s["allOf"]))]
+        if "anyOf" in s:
+            factors.append([a for i in range(len(s["anyOf"]))
+                            for a in self._expand(self.child(node, "anyOf", i), stack)])
+        if "oneOf" in s:
+            factors.append(self._one_of(node, stack))
+        if "not" in s:
+            factors.append(self._negate(self._expand(self.child(node, "not"), stack), "not"))
+        if "if" in s and "if" in vocab and ("then" in s or "else" in s):
+            cond = self._expand(self.child(node, "if"), stack)
+            then: list[_Alt] = (self._expand(self.child(node, "then"), stack) if "then" in s
+                                else [()])
+            other: list[_Alt] = (self._expand(self.child(node, "else"), stack) if "else" in s
+                                 else [()])
+            factors.append(self._product([cond, then], node.pointer, "then")
+                           + self._product([self._negate(cond, "if"), other], node.pointer,
+                                           "else"))
+        dependent = []
+        if "dependentSchemas" in s and "dependentSchemas" in vocab:
+            dependent = [(k, ("dependentSchemas", k)) for k in s["dependentSchemas"]]
+        if "dependencies" in s and "dependencies" in vocab:
+            dependent = [(k, ("dependencies", k)) for k, v in s["dependencies"].items()
+                         if not isinstance(v, list)]
+        for key, path in dependent:
+            absent = _Node({"properties": {key: False}}, node.resolver, node.pointer)
+            present = _Node({"required": [key]}, node.resolver, node.pointer)
+            sub = self._expand(self.child(node, *path), stack)
+            factors.append([(absent,)] + self._product([[(present,)], sub], node.pointer,
+                                                       path[0]))
+        return self._product(factors, node.pointer, "allOf")
+
+    def _one_of(self, node: _Node, stack: tuple[int, ...]) -> list[_Alt]:
+        """``oneOf``: a plain union when the branches are provably disjoint, else
+        ``U_i (B_i & not B_j for j != i)`` with complements pushed down (or refused)."""
+        branches = [self._expand(self.child(node, "oneOf", i), stack)
+                    for i in range(len(node.schema["oneOf"]))]
+        merged = [[self._merge((node, *alt)) for alt in b] for b in branches]
+        disjoint = all(
+            a.values is not None or b.values is not None or _disjoint(a, b)
+            for i in range(len(merged)) for j in range(i + 1, len(merged))
+            for a in merged[i] for b in merged[j])
+        if disjoint:
+            return [alt for b in branches for alt in b]
+        negated = [self._negate(b, "oneOf") for b in branches]
+        out: list[_Alt] = []
+        for i, b in enumerate(branches):
+            out += self._product([b] + [n for j, n in enumerate(negated) if j != i],
+                                 node.pointer + "/oneOf", "oneOf")
+        return out
+
+    # ------------------------------------------------------------------ complements
+
+    def _negate(self, alternatives: list[_Alt], context: str) -> list[_Alt]:
+        """The DNF of the complement of a DNF: ``and`` over alternatives of ``or`` over atoms."""
+        out: list[_Alt] = [()]
+        for alt in alternatives:
+            union = [neg for atom in alt for neg in self._negate_atom(atom, context)]
+            out = self._product([out, union], alt[0].pointer if alt else "", context)
+        return out
+
+    def _negate_atom(self, node: _Node, context: str) -> list[_Alt]:
+        """Instances failing some assertion keyword of ``node`` (applicators are other atoms)."""
+        s = node.schema
+        if s is True or s is False:
+            return [] if s is True else [()]
+        out: list[_Alt] = []
+        for kw, value in s.items():
+            for synthetic in self._negate_keyword(node, kw, value, context):
+                out.append((_Node(synthetic, node.resolver, f"{node.pointer}/{kw}"),))
+        return out
+
+    def _negate_keyword(self, node: _Node, kw: str, value: Any, context: str
+                        ) -> list[dict[str, Any]]:
+        """Synthetic schemas whose union is the complement of the single keyword ``kw``."""
+        s = node.schema
+        numbers, strings = {_TYPES_KW: ["int", "frac"]}, {_TYPES_KW: ["string"]}
+        arrays, objects = {_TYPES_KW: ["array"]}, {_TYPES_KW: ["object"]}
+        if kw == _TYPES_KW:
+            return [{_TYPES_KW: sorted(_TYPES - set(value))}]
+        if kw == _EXCLUDED_KW:
+            return [{"enum": value}]
+        if kw in (_LO_KW, _HI_KW):
+            flip = _HI_KW if kw == _LO_KW else _LO_KW
+            return [{**numbers, flip: (value[0], not value[1])}]
+        if kw == _NOT_PATTERN_KW:
+            return [{**strings, "pattern": value}]
+        if kw not in self.draft.vocabulary or kw in _APPLICATORS or kw in (
+                "minContains", "maxContains"):
+            return []
+        if kw == "format" and (self.options.formats == "ignore" or value not in KNOWN_FORMATS):
+            return []
+        at = f"{node.pointer}/{kw}"
+        if kw == "type":
+            names = [value] if isinstance(value, str) else value
+            allowed = set().union(*(_TYPE_NAMES[t] for t in names)) if names else set()
+            return [{_TYPES_KW: sorted(_TYPES - allowed)}]
+        if kw in ("enum", "const"):
+            return [{_EXCLUDED_KW: list(value) if kw == "enum" else [value]}]
+        if kw in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+            if isinstance(value, bool):
+                return []  # draft 4 flag: negated together with its minimum/maximum
+            strict = kw.startswith("exclusive") or s.get(
+                "exclusive" + kw[0].upper() + kw[1:]) is True
+            if kw in ("minimum", "exclusiveMinimum"):
+                return [{**numbers, _HI_KW: (Decimal(str(value)), not strict)}]
+            return [{**numbers, _LO_KW: (Decimal(str(value)), not strict)}]
+        if kw in _COUNTS:
+            n = int(value)
+            kind = {"Length": strings, "Items": arrays, "Properties": objects}[
+                kw[3:]]
+            if kw.startswith("min"):
+                return [] if n == 0 else [{**kind, "max" + kw[3:]: n - 1}]
+            return [{**kind, "min" + kw[3:]: n + 1}]
+        if kw == "pattern":
+            return [{**strings, _NOT_PATTERN_KW: value}]
+        if kw == "required":
+            return [{**objects, "properties": {k: False}} for k in value]
+        if kw == "properties":
+            return [{**objects, "required": [k], "properties": {k: {"not": sub}}}
+                    for k, sub in value.items() if sub is not True and sub != {}]
+        if kw == "uniqueItems" and not value:
+            return []
+        raise self.refuse(kw, at, f"cannot take the complement of {kw!r} (needed by "
+                          f"{context})")
+
+    # ------------------------------------------------------------------ merging
+
+    def _merge(self, alt: _Alt) -> _Merged:
+        m = _Merged()
+        for atom in alt:
+            self._merge_node(m, atom)
+        return m
+
+    def _merge_node(self, m: _Merged, node: _Node) -> None:
+        s = node.schema
+        if s is True:
+            return
+        if s is False:
+            m.types = set()
+            return
+        vocab = self.draft.vocabulary
+        p = node.pointer
+        for kw, value in s.items():
+            if kw in _PRIVATE_KEYWORDS:
+                self._merge_private(m, kw, value, p)
+                continue
+            if kw not in vocab or kw in _APPLICATORS:
+                continue
+            if kw in _COUNTS:
+                value = int(value)  # drafts allow 2.0 for 2
+            at = f"{p}/{kw}"
+            if kw == "type":
+                names = [value] if isinstance(value, str) else value
+                allowed = set().union(*(_TYPE_NAMES[t] for t in names)) if names else set()
+                m.types &= allowed
+            elif kw in ("enum", "const"):
+                new = list(value) if kw == "enum" else [value]
+                if m.values is not None:
+                    keys = {_value_key(v) for v in m.values}
+                    new = [v for v in new if _value_key(v) in keys]
+                m.values = new
+            elif kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+                self._merge_bound(m, s, kw, value)
+            elif kw == "multipleOf":
+                q = Fraction(Decimal(str(value)))
+                m.multiple_of = q if m.multiple_of is None else _lcm(m.multiple_of, q)
+            elif kw == "minLength":
+                m.min_len = max(m.min_len, value)
+            elif kw == "maxLength":
+                m.max_len = value if m.max_len is None else min(m.max_len, value)
+            elif kw == "pattern":
+                m.patterns.append((value, at))
+            elif kw == "format":
+                if self.options.formats == "assert":
+                    m.formats.append((value, at))
+            elif kw in ("items", "prefixItems", "additionalItems"):
+                if kw == next(k for k in s if k in _ITEM_KEYWORDS and k in vocab):
+                    self._merge_items(m, node)  # once per schema, for the whole group
+            elif kw == "minItems":
+                m.min_items = max(m.min_items, value)
+            elif kw == "maxItems":
+                m.max_items = value if m.max_items is None else min(m.max_items, value)
+            elif kw == "uniqueItems":
+                if value:
+                    m.unique += (at,)
+            elif kw == "contains":
+                lo = int(s.get("minContains", 1)) if "minContains" in vocab else 1
+                hi = s.get("maxContains") if "maxContains" in vocab else None
+                hi = None if hi is None else int(hi)
+                m.contains.append((self.child(node, "contains"), lo, hi))
+            elif kw in ("minContains", "maxContains"):
+                continue  # read with "contains"; without it they do nothing
+            elif kw in _OBJECT_KEYWORDS:
+                if kw == next(k for k in s if k in _OBJECT_KEYWORDS):
+                    self._merge_object(m, node)  # once per schema, for the whole group
+            elif kw == "required":
+                m.required += [k for k in value if k not in m.required]
+            elif kw == "minProperties":
+                m.min_props = max(m.min_props, value)
+            elif kw == "maxProperties":
+                m.max_props = value if m.max_props is None else min(m.max_props, value)
+            elif kw in ("dependentRequired", "dependencies"):
+                m.dep_required += [(k, list(v)) for k, v in value.items() if isinstance(v, list)]
+            elif kw == "propertyNames":
+                m.property_names.append(self.child(node, "propertyNames"))
+            elif kw in ("unevaluatedItems", "unevaluatedProperties"):
+                if value is True or value == {}:
+                    continue
+                # Without applicators beside it, "unevaluated" means "not matched by the
+                # adjacent properties/patternProperties/additionalProperties (prefixItems/items)".
+                blockers = set(s) & _APPLICATORS & vocab
+                if kw == "unevaluatedItems":
+                    blockers |= set(s) & {"contains"}
+                if blockers:
+                    raise self.refuse(kw, at, "unevaluated* beside " + ", ".join(sorted(
+                        blockers)) + " needs annotation tracking across applicators")
+                if kw == "unevaluatedProperties" and not set(s) & set(_OBJECT_KEYWORDS):
+                    self._merge_object(m, node)
+                if kw == "unevaluatedItems" and not set(s) & set(_ITEM_KEYWORDS) & vocab:
+                    self._merge_items(m, node)
+            else:  # pragma: no cover - the vocabulary tables and this dispatch must agree
+                raise self.refuse(kw, at, "keyword not implemented")
+
+    def _merge_private(self, m: _Merged, kw: str, value: Any, pointer: str) -> None:
+        """Keywords only synthetic schemas (from complements) carry."""
+        if kw == _TYPES_KW:
+            m.types &= set(value)
+        elif kw == _EXCLUDED_KW:
+            m.excluded += value
+        elif kw == _NOT_PATTERN_KW:
+            m.not_patterns.append((value, pointer))
+        else:
+            bound, strict = value
+            self._merge_bound(m, {}, "exclusiveMinimum" if kw == _LO_KW and strict else
+                              "minimum" if kw == _LO_KW else
+                              "exclusiveMaximum" if strict else "maximum", bound)
+
+    def _merge_bound(self, m: _Merged, s: dict[str, Any], kw: str, value: Any) -> None:
+        if isinstance(value, bool):  # draft 4: a flag on minimum/maximum
+            return
+        bound = Decimal(str(value))
+        strict = kw.startswith("exclusive")
+        if kw in ("minimum", "exclusiveMinimum"):
+            if kw == "minimum" and s.get("exclusiveMinimum") is True:
+                strict = True
+            if m.lo is None or bound > m.lo or (bound == m.lo and strict):
+                m.lo, m.lo_strict = bound, strict
+        else:
+            if kw == "maximum" and s.get("exclusiveMaximum") is True:
+                strict = True
+            if m.hi is None or bound < m.hi or (bound == m.hi and strict):
+                m.hi, m.hi_strict = bound, strict
+
+    def _merge_items(self, m: _Merged, node: _Node) -> None:
+        s = node.schema
+        if self.draft.year >= 2020:
+            prefix = [self.child(node, "prefixItems", i) for i in range(len(s.get("prefixItems",
+                                                                                   [])))]
+            rest = self.child(node, "items") if "items" in s else None
+        elif isinstance(s.get("items"), list):
+            prefix = [self.child(node, "items", i) for i in range(len(s["items"]))]
+            rest = self.child(node, "additionalItems") if "additionalItems" in s else None
+        else:
+            prefix = []
+            rest = self.child(node, "items") if "items" in s else None
+        if rest is None and "unevaluatedItems" in s and "unevaluatedItems" in self.draft.vocabulary:
+            rest = self.child(node, "unevaluatedItems")  # applicators beside it are refused
+        m.arrays.append(_ArraySpec(prefix, rest))
+
+    def _merge_object(self, m: _Merged, node: _Node) -> None:
+        s = node.schema
+        props = {k: self.child(node, "properties", k) for k in s.get("properties", {})}
+        patterns = [(pat, self.child(node, "patternProperties", pat))
+                    for pat in s.get("patternProperties", {})]
+        extra = self.child(node, "additionalProperties") if "additionalProperties" in s else None
+        if extra is None and "unevaluatedProperties" in s and (
+                "unevaluatedProperties" in self.draft.vocabulary):
+            extra = self.child(node, "unevaluatedProperties")  # applicators beside it refused
+        m.objects.append(_ObjectSpec(props, patterns, extra))
+
+    # ------------------------------------------------------------------ emission
+
+    def _emit(self, m: _Merged, nodes: tuple[_Node, ...], level: int) -> Expr:
+        if not m.types:
+            return NOTHING
+        if m.values is not None:
+            excluded = {_value_key(v) for v in m.excluded}
+            out = []
+            for v in m.values:
+                if (_type_of(v) in m.types and _value_key(v) not in excluded
+                        and self.is_valid(v, nodes)):
+                    out.append(self.literal(v, level))
+            return choice(*out)
+        parts: list[Expr] = []
+        excluded_types = {_type_of(v) for v in m.excluded}
+        for t in ("null", "boolean"):
+            if t in m.types:
+                words = ["null"] if t == "null" else ["true", "false"]
+                gone = {json.dumps(v) for v in m.excluded if _type_of(v) == t}
+                parts += [lit(w) for w in words if w not in gone]
+        if m.types & {"int", "frac"}:
+            parts.append(self._number(m))
+        if "string" in m.types:
+            parts.append(self._string(m))
+        if "array" in m.types:
+            if "array" in excluded_types:
+                raise self.refuse("not", "", "excluding array values is not supported")
+            parts.append(self._array(m, level))
+        if "object" in m.types:
+            if "object" in excluded_types:
+                raise self.refuse("not", "", "excluding object values is not supported")
+            parts.append(self._object(m, level))
+        return choice(*parts)
+
+    # numbers --------------------------------------------------------------
+
+    def _number(self, m: _Merged) -> Expr:
+        ints_only = "frac" not in m.types
+        excluded = sorted(Decimal(str(v)) for v in m.excluded if _type_of(v) in ("int", "frac"))
+        bounded = m.lo is not None or m.hi is not None or excluded
+        if "int" not in m.types:  # non-integral numbers only
+            if m.multiple_of is not None:
+                raise self.refuse("multipleOf", "", "multipleOf on non-integer numbers only")
+            if not bounded:
+                return num.NUMBER_NONINTEGRAL
+            pieces = _split_interval(m.lo, m.lo_strict, m.hi, m.hi_strict, excluded)
+            inside = choice(*(num.number_in(lo, ls, hi, hs) for lo, ls, hi, hs in pieces))
+            return CharDFA.from_expr(inside).intersect(
+                CharDFA.from_expr(num.NUMBER_NONINTEGRAL)).to_expr()
+        q = m.multiple_of
+        if q is not None and q.denominator == 1:
+            return self._integer_multiples(m, q.numerator, excluded)
+        if q is not None:
+            return self._decimal_multiples(m, q, ints_only, bool(bounded))
+        if not bounded:
+            return num.INTEGER if ints_only else num.NUMBER
+        pieces = _split_interval(m.lo, m.lo_strict, m.hi, m.hi_strict, excluded)
+        if ints_only:
+            return choice(*(num.integer_in(_ceil(lo, ls), _floor(hi, hs))
+                            for lo, ls, hi, hs in pieces))
+        return choice(*(num.number_in(lo, ls, hi, hs) for lo, ls, hi, hs in pieces))
+
+    def _integer_multiples(self, m: _Merged, n: int, excluded: list[Decimal]) -> Expr:
+        lo = _ceil(m.lo, m.lo_strict)
+        hi = _floor(m.hi, m.hi_strict)
+        gone = {int(v) for v in excluded if v == int(v)}
+        if lo is not None and hi is not None and (hi - lo) // n <= self.options.max_enumerated:
+            first = -(-lo // n) * n
+            listed = [num.integer_in(v, v) for v in range(first, hi + 1, n) if v not in gone]
+            return choice(*listed)
+        if gone:
+            raise self.refuse("multipleOf", "", "multipleOf with excluded values")
+        sign: num.Sign
+        if lo is None and hi is None:
+            sign = "any"
+        elif hi is None and lo is not None and -n < lo <= 0:
+            sign = "nonneg"  # the multiples >= lo are the non-negative ones
+        elif lo is None and hi is not None and 0 <= hi < n:
+            sign = "nonpos"
+        else:
+            raise self.refuse("multipleOf", "", "multipleOf with a bound other than 0 and an "
+                              "infinite range")
+        if n > 1000:
+            raise self.refuse("multipleOf", "", f"divisor {n} is too large for a residue "
+                              "automaton")
+        if n == 1:
+            return num.integer_in(0 if sign == "nonneg" else None,
+                                  0 if sign == "nonpos" else None)
+        expr, rules = num.multiples(n, sign)
+        self.rules.update(rules)
+        return expr
+
+    def _decimal_multiples(self, m: _Merged, q: Fraction, ints_only: bool,
+                           bounded: bool) -> Expr:
+        k = _decimal_places(q)
+        if k is None or bounded:
+            raise self.refuse("multipleOf", "", f"multipleOf {float(q)} is only supported as a "
+                              "finite decimal without bounds")
+        p = q.numerator * 10**k // q.denominator  # q == p / 10**k
+        if ints_only:  # an integer x is a multiple of p/10**k iff p / gcd(p, 10**k) divides x
+            return self._integer_multiples(m, p // math.gcd(p, 10**k), [])
+        if p == 1:
+            return num.decimal_places(k)
+        if p > 1000:
+            raise self.refuse("multipleOf", "", f"multipleOf {float(q)}: residue automaton too "
+                              "large")
+        expr, rules = num.decimal_multiples(p, k)
+        self.rules.update(rules)
+        return expr
+
+    # strings --------------------------------------------------------------
+
+    def _string(self, m: _Merged, extra: CharDFA | None = None) -> Expr:
+        """Quoted JSON strings whose decoded value meets ``m`` (and is in ``extra``)."""
+        excluded = [v for v in m.excluded if isinstance(v, str)]
+        if not m.patterns and not m.not_patterns and not self._formats(m) and extra is None:
+            return seq(lit('"'), strings_excluding(excluded, Ref("char"), ANY_CHAR,
+                                                   m.min_len, m.max_len), lit('"'))
+        at = (m.patterns or m.formats or [("", "")])[0][1]
+        formats = self._formats(m)
+        if len(formats) == 1 and not (m.patterns or m.not_patterns or excluded or extra
+                                      or m.min_len or m.max_len is not None):
+            return seq(lit('"'), self._format_rule(m.formats[0][0]), lit('"'))
+        try:
+            dfa = self._string_dfa(m)
+            if extra is not None:
+                dfa = dfa.intersect(extra)
+            if excluded:
+                dfa = dfa.difference(CharDFA.from_expr(choice(*(lit(v) for v in excluded))))
+        except GrammarTooLargeError as exc:
+            raise self.refuse("pattern", at, f"string constraints too large: {exc}") from None
+        return seq(lit('"'), self._dfa_rules(dfa), lit('"'))
+
+    def _dfa_rules(self, dfa: CharDFA) -> Expr:
+        """The JSON string bodies decoding to a word of ``dfa``: one right-linear rule per state.
+
+        State ``q`` becomes ``q: "" (if accepting) | enc(C1) q1 | enc(C2) q2 ...`` where ``Ci``
+        is the union of atoms leading to ``qi`` and ``enc`` gives every JSON spelling.
+        """
+        if dfa.is_empty():
+            return NOTHING
+        key = ("dfa", dfa)
+        if key in self._memo:
+            return Ref(self._memo[key])
+        prefix = self._name("str")
+        self._memo[key] = f"{prefix}_0"
+        ends = list(dfa.bounds[1:]) + [MAX_CODE_POINT + 1]
+        for q in range(dfa.trans.shape[0]):
+            targets: dict[int, list[tuple[int, int]]] = {}
+            for a, target in enumerate(dfa.trans[q]):
+                if target >= 0:
+                    targets.setdefault(int(target), []).append((int(dfa.bounds[a]),
+                                                                int(ends[a]) - 1))
+            alts: list[Expr] = [EMPTY] if dfa.accept[q] else []
+            for target, ranges in targets.items():
+                cls = chars(ranges)
+                enc = Ref("char") if cls == ANY_CHAR else encode_class(cls)
+                alts.append(seq(enc, Ref(f"{prefix}_{target}")))
+            self.rules[f"{prefix}_{q}"] = choice(*alts)
+        return Ref(f"{prefix}_0")
+
+    def _format_rule(self, name: str) -> Expr:
+        """A shared rule for the JSON spellings of format ``name`` alone (no DFA needed)."""
+        key = ("format", name)
+        if key not in self._memo:
+            self._memo[key] = self._name("format")
+            self.rules[self._memo[key]] = _encoded_format(name)
+        return Ref(self._memo[key])
+
+    def _formats(self, m: _Merged) -> list[tuple[Expr, str]]:
+        """The enforced formats of ``m`` as decoded-string languages (unknown names skipped)."""
+        out = []
+        for name, at in m.formats:
+            if name not in KNOWN_FORMATS:
+                continue  # unknown formats are annotations
+            expr = format_expr(name)
+            if expr is None:
+                raise self.refuse("format", at, f"format {name!r} is not enforced")
+            out.append((expr, at))
+        return out
+
+    def _string_dfa(self, m: _Merged) -> CharDFA:
+        """Decoded strings meeting the length, pattern and format constraints of ``m``."""
+        dfa = CharDFA.from_expr(repeat(ANY_CHAR, m.min_len, m.max_len))
+        for pattern, at in m.patterns:
+            dfa = dfa.intersect(self.pattern_dfa(pattern, at, "pattern"))
+        for pattern, at in m.not_patterns:
+            dfa = dfa.difference(self.pattern_dfa(pattern, at, "pattern"))
+        for expr, _ in self._formats(m):
+            dfa = dfa.intersect(CharDFA.from_expr(expr))
+        return dfa
+
+    def pattern_dfa(self, pattern: str, at: str, keyword: str) -> CharDFA:
+        """The strings an ECMA-262 ``pattern`` matches somewhere in (search semantics)."""
+        if pattern not in self._patterns:
+            try:
+                self._patterns[pattern] = CharDFA.from_expr(
+                    parse_regex_search(pattern, flavor="ecma"))
+            except GrammarSyntaxError as exc:  # includes unsupported constructs
+                raise self.refuse(keyword, at, f"cannot compile {pattern!r}: "
+                                  f"{exc.message}") from None
+            except GrammarTooLargeError as exc:
+                raise self.refuse(keyword, at, f"{pattern!r} is too large: {exc}") from None
+        return self._patterns[pattern]
+
+    # arrays ----------------------------------------------------------------
+
+    def _item(self, m: _Merged, index: int | None, level: int) -> Expr:
+        """Values allowed at ``index`` (``None``: beyond every prefix)."""
+        nodes: list[_Node] = []
+        for spec in m.arrays:
+            if index is not None and index < len(spec.prefix):
+                nodes.append(spec.prefix[index])
+            elif spec.items is not None:
+                nodes.append(spec.items)
+        return self.value(tuple(nodes), self.layout.child_level(level))
+
+    def _array(self, m: _Merged, level: int) -> Expr:
+        if m.unique and (m.max_items is None or m.max_items > 1) or m.contains:
+            return _CountingArray(self, m, level).build()
+        lo, hi = m.min_items, m.max_items
+        if hi is not None and hi < lo:
+            return NOTHING
+        width = max((len(s.prefix) for s in m.arrays), default=0)
+        comma = self.layout.comma(level)
+        tail_item = self._item(m, None, level)
+
+        def rest(i: int) -> Expr:  # items from index i on, each preceded by a comma
+            if hi is not None and i >= hi:
+                return EMPTY
+            if i >= width:
+                return repeat(seq(comma, tail_item), max(0, lo - i),
+                              None if hi is None else hi - i)
+            more = seq(comma, self._item(m, i, level), rest(i + 1))
+            return more if i < lo else choice(EMPTY, more)
+
+        items = seq(self._item(m, 0, level) if width else tail_item, rest(1))
+        body = seq(self.layout.open("[", level), items, self.layout.close("]", level))
+        if hi == 0:
+            body = NOTHING
+        return choice(self.layout.empty("[]") if lo == 0 else NOTHING, body)
+
+    # objects ---------------------------------------------------------------
+
+    def _object(self, m: _Merged, level: int) -> Expr:
+        return _ObjectBuilder(self, m, level).build()
+
+    # literals --------------------------------------------------------------
+
+    def literal(self, value: Any, level: int) -> Expr:
+        """Every usual spelling of the JSON ``value`` in this layout."""
+        lay = self.layout
+        if value is None or isinstance(value, bool):
+            return lit(json.dumps(value))
+        if isinstance(value, (int, float)):
+            exact = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
+            if exact == exact.to_integral_value():
+                spelled = num.integer_in(int(exact), int(exact))
+            else:
+                spelled = num.number_in(exact, False, exact, False)
+            return choice(spelled, lit(json.dumps(value)))
+        if isinstance(value, str):
+            return string_literal(value)
+        inner = lay.child_level(level)
+        if isinstance(value, list):
+            if not value:
+                return lay.empty("[]")
+            items = [self.literal(v, inner) for v in value]
+            body = [items[0]] + [seq(lay.comma(level), i) for i in items[1:]]
+            return seq(lay.open("[", level), *body, lay.close("]", level))
+        if not value:
+            return lay.empty("{}")
+        members = [seq(string_literal(k), lay.colon(), self.literal(v, inner))
+                   for k, v in value.items()]
+        orders = [members]
+        if self.options.any_order and len(members) <= _MAX_PERMUTED_KEYS:
+            orders = [list(p) for p in itertools.permutations(members)]
+        return choice(*(seq(lay.open("{", level), order[0],
+                            *(seq(lay.comma(level), x) for x in order[1:]),
+                            lay.close("}", level)) for order in orders))
+
+
+# --------------------------------------------------------------------------- counted arrays
+
+
+class _CountingArray:
+    """Arrays with ``contains`` (counted matches) or ``uniqueItems`` (finite item values).
+
+    State: (index, capped; matches of the one ``contains`` schema, capped; values used so far
+    for ``uniqueItems``). Each item is either a member of ``items & contains`` (count + 1) or of
+    ``items & not contains``. With ``uniqueItems`` every position must admit only finitely many
+    values (enum/const/boolean/null), listed and tracked as a set.
+    """
+
+    def __init__(self, low: _Lowering, m: _Merged, level: int) -> None:
+        self.low, self.m, self.level = low, m, level
+        self.layout = low.layout
+        if len(m.contains) > 1:
+            node = m.contains[1][0]
+            raise low.refuse("contains", node.pointer, "more than one contains in one schema")
+        if m.contains and m.unique:
+            raise low.refuse("uniqueItems", m.unique[0], "uniqueItems together with contains")
+        self.width = max((len(s.prefix) for s in m.arrays), default=0)
+        self.top = max(self.width, m.min_items, m.max_items or 0, 1)
+        self.child = self.layout.child_level(level)
+        self.contains = m.contains[0] if m.contains else None
+        if self.contains is not None:
+            node, lo, hi = self.contains
+            self.yes_node = node
+            self.no_node = _Node({"not": node.schema}, node.resolver, node.pointer)
+            self.cap = max(lo, hi if hi is not None else 0) + 1
+        self.states: dict[tuple[Any, ...], str] = {}
+        self.prefix = low._name("arr")
+
+    def _nodes(self, index: int) -> tuple[_Node, ...]:
+        nodes: list[_Node] = []
+        for spec in self.m.arrays:
+            if index < len(spec.prefix):
+                nodes.append(spec.prefix[index])
+            elif spec.items is not None:
+                nodes.append(spec.items)
+        return nodes and tuple(nodes) or ()
+
+    def _finite_values(self, index: int) -> list[Any]:
+        """Values allowed at ``index`` when finitely many; refuses uniqueItems otherwise."""
+        low = self.low
+        nodes = tuple(low.peel(n) for n in self._nodes(index))
+        alternatives = low._product([low._expand(n, ()) for n in nodes], self.m.unique[0],
+                                    "uniqueItems") if nodes else [()]
+        values: list[Any] = []
+        for alt in alternatives:
+            merged = low._merge(alt)
+            if merged.values is not None:
+                values += merged.values
+            elif merged.types <= {"null", "boolean"}:
+                values += [v for v in (None, True, False) if _type_of(v) in merged.types]
+            else:
+                raise low.refuse("uniqueItems", self.m.unique[0], "uniqueItems is enforced only "
+                                 "when items take finitely many values")
+        out: dict[Any, Any] = {}
+        for v in values:
+            if _value_key(v) not in out and low.is_valid(v, nodes):
+                out[_value_key(v)] = v
+        if len(out) > _MAX_UNIQUE_VALUES:
+            raise low.refuse("uniqueItems", self.m.unique[0], f"more than {_MAX_UNIQUE_VALUES} "
+                             "possible item values")
+        return list(out.values())
+
+    def _items(self, index: int) -> list[tuple[Expr, Any]]:
+        """(item expression, effect) pairs at ``index``: effect is a value key or a count step."""
+        if self.m.unique:
+            return [(self.low.literal(v, self.child), _value_key(v))
+                    for v in self._finite_values(index)]
+        nodes = self._nodes(index)
+        out = []
+        yes = self.low.value(nodes + (self.yes_node,), self.child)
+        no = self.low.value(nodes + (self.no_node,), self.child)
+        out = [(yes, 1), (no, 0)]
+        return [(e, k) for e, k in out if e != NOTHING]
+
+    def _can_end(self, index: int, count: int) -> bool:
+        if index < self.m.min_items:
+            return False
+        if self.contains is None:
+            return True
+        _, lo, hi = self.contains
+        return count >= lo and (hi is None or count <= hi)
+
+    def build(self) -> Expr:
+        empty = self.layout.empty("[]") if self._can_end(0, 0) else NOTHING
+        if self.m.max_items == 0:
+            return empty
+        return choice(empty, seq(self.layout.open("[", self.level),
+                                 self._state(0, 0, frozenset())))
+
+    def _state(self, index: int, count: int, used: frozenset[Any]) -> Expr:
+        key = (index, count, used)
+        if key in self.states:
+            return Ref(self.states[key])
+        if len(self.states) >= self.low.options.max_object_states:
+            at = self.m.unique[0] if self.m.unique else self.m.contains[0][0].pointer
+            raise self.low.refuse("uniqueItems" if self.m.unique else "contains", at,
+                                  "too many array states")
+        name = f"{self.prefix}_{len(self.states)}"
+        self.states[key] = name
+        self.low.rules[name] = NOTHING
+        alts: list[Expr] = []
+        if index > 0 and self._can_end(index, count):
+            alts.append(self.layout.close("]", self.level))
+        lead = self.layout.comma(self.level) if index > 0 else EMPTY
+        hi_items = self.m.max_items
+        if hi_items is None or index < hi_items:
+            nxt = min(index + 1, self.top)
+            for item, effect in self._items(index):
+                if self.m.unique:
+                    if effect in used:
+                        continue
+                    alts.append(seq(lead, item, self._state(nxt, 0, used | {effect})))
+                else:
+                    c = min(count + effect, self.cap)
+                    alts.append(seq(lead, item, self._state(nxt, c, used)))
+        self.low.rules[name] = choice(*alts)
+        return Ref(name)
+
+
+# --------------------------------------------------------------------------- objects
+
+
+class _ObjectBuilder:
+    """The member automaton of one merged object schema.
+
+    Keys split into the *named* keys (declared in some ``properties``, ``required`` or
+    ``dependentRequired``), each with its own member expression, and *other* keys, split by the
+    subset of ``patternProperties`` patterns they match (each subset has its own value schema:
+    those patterns' schemas, or ``additionalProperties`` for the empty subset).
+
+    State: (named keys seen, index of the last named key, other keys started, members so far,
+    capped). With ``any_order`` every named key is tracked (each at most once, in any order);
+    in schema order only required/dependency keys are tracked, named keys come in order and
+    other keys after them.
+    """
+
+    def __init__(self, low: _Lowering, m: _Merged, level: int) -> None:
+        self.low, self.m, self.level = low, m, level
+        self.layout = low.layout
+        names: list[str] = []
+        for spec in m.objects:
+            names += [k for k in spec.properties if k not in names]
+        names += [k for k in m.required if k not in names]
+        for key, deps in m.dep_required:
+            names += [k for k in [key, *deps] if k not in names]
+        self.names = names
+        self.required = set(m.required)
+        self.patterns = [(pat, spec_i, node) for spec_i, spec in enumerate(m.objects)
+                         for pat, node in spec.patterns]
+        if len({p for p, _, _ in self.patterns}) > _MAX_PATTERN_PROPERTIES:
+            raise low.refuse("patternProperties", self.patterns[0][2].pointer,
+                             f"more than {_MAX_PATTERN_PROPERTIES} patterns")
+        self.key_names = self._property_name_filter()
+        self.values = [self._named_member(k) for k in names]
+        self.others = self._other_members()
+        self.cap = max(m.min_props, m.max_props or 0, 1)
+        self.states: dict[tuple[Any, ...], str] = {}
+        self.prefix = low._name("obj")
+
+    def _matches(self, pattern: str, key: str, node: _Node) -> bool:
+        return self.low.pattern_dfa(pattern, node.pointer, "patternProperties").matches(key)
+
+    def _value_nodes(self, key: str | None, matched: set[int]) -> tuple[_Node, ...]:
+        """Schemas for the value of ``key`` (``None``: an other key matching ``matched``)."""
+        nodes: list[_Node] = []
+        for spec_i, spec in enumerate(self.m.objects):
+            hits = [node for i, (_, si, node) in enumerate(self.patterns)
+                    if si == spec_i and i in matched]
+            nodes += hits
+            if key is not None and key in spec.properties:
+                nodes.append(spec.properties[key])
+            elif not hits and spec.additional is not None:
+                nodes.append(spec.additional)
+        return tuple(nodes)
+
+    def _member(self, key: Expr, nodes: tuple[_Node, ...]) -> Expr:
+        value = self.low.value(nodes, self.layout.child_level(self.level))
+        if key == NOTHING or value == NOTHING:
+            return NOTHING
+        name = self.low._name("member")
+        self.low.rules[name] = seq(key, self.layout.colon(), value)
+        return Ref(name)
+
+    def _named_member(self, key: str) -> Expr:
+        if self.key_names is not None and not all(
+                self.low.is_valid(key, (n,)) for n in self.m.property_names):
+            return NOTHING
+        matched = {i for i, (pat, _, node) in enumerate(self.patterns)
+                   if self._matches(pat, key, node)}
+        return self._member(string_literal(key), self._value_nodes(key, matched))
+
+    def _property_name_filter(self) -> _Merged | None:
+        """``propertyNames`` merged into one string constraint (``None``: no such keyword)."""
+        low, m = self.low, self.m
+        if not m.property_names:
+            return None
+        alternatives = low._product([low._expand(n, ()) for n in m.property_names],
+                                    m.property_names[0].pointer, "propertyNames")
+        if not alternatives:
+            return _Merged(types=set())
+        if len(alternatives) != 1:
+            raise low.refuse("propertyNames", m.property_names[0].pointer,
+                             "propertyNames with anyOf/oneOf alternatives")
+        return low._merge(alternatives[0])
+
+    def _other_members(self) -> list[Expr]:
+        """One member expression per subset of patterns an other key may match."""
+        low = self.low
+        f = self.key_names
+        if f is not None and "string" not in f.types:
+            return []
+        base = f if f is not None else _Merged()
+        base = replace(base, excluded=base.excluded + list(self.names))
+        if base.values is not None:  # finite propertyNames: list the keys
+            keys = [v for v in base.values if isinstance(v, str) and v not in self.names
+                    and low.is_valid(v, tuple(self.m.property_names))]
+            return [self._member(string_literal(k), self._value_nodes(
+                k, {i for i, (p, _, n) in enumerate(self.patterns) if self._matches(p, k, n)}))
+                for k in keys]
+        if not self.patterns:
+            return [self._member(low._string(base), self._value_nodes(None, set()))]
+        out = []
+        dfas = [self.low.pattern_dfa(p, n.pointer, "patternProperties")
+                for p, _, n in self.patterns]
+        for bits in itertools.product((False, True), repeat=len(self.patterns)):
+            region: CharDFA | None = None
+            for hit, dfa in zip(bits, dfas, strict=True):
+                part = dfa if hit else dfa.complement()
+                region = part if region is None else region.intersect(part)
+            assert region is not None
+            if region.is_empty():
+                continue
+            matched = {i for i, hit in enumerate(bits) if hit}
+            key = low._string(base, extra=region)
+            out.append(self._member(key, self._value_nodes(None, matched)))
+        return [x for x in out if x != NOTHING]
+
+    def build(self) -> Expr:
+        m = self.m
+        start = self._state(frozenset(), -1, False, 0)
+        empty_ok = m.min_props == 0 and not self.required
+        body = seq(self.layout.open("{", self.level), start)
+        return choice(self.layout.empty("{}") if empty_ok else NOTHING, body)
+
+    def _can_end(self, seen: frozenset[str], count: int) -> bool:
+        m = self.m
+        if count < m.min_props or not self.required <= seen:
+            return False
+        return all(key not in seen or set(deps) <= seen for key, deps in m.dep_required)
+
+    def _state(self, seen: frozenset[str], last: int, other_started: bool, count: int) -> Expr:
+        """Members after ``count`` so far (``count == 0``: none yet, so no comma first)."""
+        key = (seen, last, other_started, count)
+        if key in self.states:
+            return Ref(self.states[key])
+        if len(self.states) >= self.low.options.max_object_states:
+            raise self.low.refuse("properties", "", "too many object states (any_order "
+                                  "tracks the set of keys seen)")
+        name = f"{self.prefix}_{len(self.states)}"
+        self.states[key] = name
+        self.low.rules[name] = NOTHING
+        m = self.m
+        alts: list[Expr] = []
+        if count > 0 and self._can_end(seen, count):
+            alts.append(self.layout.close("}", self.level))
+        lead = self.layout.comma(self.level) if count > 0 else EMPTY
+        full = m.max_props is not None and count >= m.max_props
+        nxt = min(count + 1, self.cap)
+        any_order = self.low.options.any_order
+        if not full:
+            for i, k in enumerate(self.names):
+                if k in seen or self.values[i] == NOTHING:
+                    continue
+                if not any_order:
+                    if other_started or i <= last:
+                        continue
+                    skipped = self.names[last + 1:i]
+                    if any(s in self.required for s in skipped):
+                        break
+                new_seen = seen | {k}
+                if not any_order:
+                    new_seen = self._ordered_seen(new_seen)
+                alts.append(seq(lead, self.values[i],
+                                self._state(new_seen, i if not any_order else -1, False, nxt)))
+            if self.others and (any_order or not any(
+                    n in self.required for n in self.names[last + 1:])):
+                after = self._state(seen, len(self.names) if not any_order else -1,
+                                    not any_order, nxt)
+                alts += [seq(lead, member, after) for member in self.others]
+        self.low.rules[name] = choice(*alts)
+        return Ref(name)
+
+    def _ordered_seen(self, seen: frozenset[str]) -> frozenset[str]:
+        """In schema order only keys that matter later (required / dependencies) are tracked."""
+        tracked = self.required | {k for key, deps in self.m.dep_required for k in [key, *deps]}
+        return frozenset(k for k in seen if k in tracked)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@functools.cache
+def _encoded_format(name: str) -> Expr:
+    """The JSON spellings of format ``name`` (cached: the time formats are large)."""
+    expr = format_expr(name)
+    assert expr is not None
+    return _encode(expr)
+
+
+def _encode(expr: Expr) -> Expr:
+    """Map a regular expression over decoded characters to the JSON spellings of its words."""
+    if isinstance(expr, CharClass):
+        return encode_class(expr)
+    if isinstance(expr, Literal):  # the json.dumps spellings (conservative, like named keys)
+        return encode_text(expr.text)
+    if isinstance(expr, (Seq, Choice)):
+        parts = [_encode(e) for e in expr.items]
+        return seq(*parts) if isinstance(expr, Seq) else choice(*parts)
+    if isinstance(expr, Repeat):
+        return repeat(_encode(expr.item), expr.min, expr.max)
+    raise GrammarError(f"unexpected rule reference in a string language: {expr}")
+
+
+def _disjoint(a: _Merged, b: _Merged) -> bool:
+    """Whether two (non-finite) merged schemas provably share no instance."""
+    common = a.types & b.types
+    if not common:
+        return True
+    if common <= {"object"}:
+        if any(_forbids(b, k) for k in a.required) or any(_forbids(a, k) for k in b.required):
+            return True
+        for key in set(a.required) & set(b.required):
+            va, vb = _const_of(a, key), _const_of(b, key)
+            if va is not None and vb is not None and not ({_value_key(v) for v in va} &
+                                                          {_value_key(v) for v in vb}):
+                return True
+    if common <= {"int", "frac"}:
+        if a.hi is not None and b.lo is not None and (a.hi < b.lo or (
+                a.hi == b.lo and (a.hi_strict or b.lo_strict))):
+            return True
+        if b.hi is not None and a.lo is not None and (b.hi < a.lo or (
+                b.hi == a.lo and (b.hi_strict or a.lo_strict))):
+            return True
+    return False
+
+
+def _forbids(m: _Merged, key: str) -> bool:
+    """Whether no object of ``m`` may have property ``key`` (its schema there is ``false``)."""
+    for spec in m.objects:
+        node = spec.properties.get(key)
+        if node is None and not spec.patterns:
+            node = spec.additional
+        if node is not None and node.schema is False:
+            return True
+    return False
+
+
+def _const_of(m: _Merged, key: str) -> list[Any] | None:
+    """The finite values property ``key`` may take, if some properties schema fixes them."""
+    for spec in m.objects:
+        node = spec.properties.get(key)
+        if node is not None and isinstance(node.schema, dict):
+            if "const" in node.schema:
+                return [node.schema["const"]]
+            if "enum" in node.schema:
+                return list(node.schema["enum"])
+    return None
+
+
+def _lcm(a: Fraction, b: Fraction) -> Fraction:
+    """Least common multiple of two positive rationals."""
+    num_ = a.numerator * b.numerator // math.gcd(a.numerator, b.numerator)
+    den = math.gcd(a.denominator, b.denominator)
+    return Fraction(num_, den)
+
+
+def _decimal_places(q: Fraction) -> int | None:
+    """``k`` with ``q * 10**k`` integral if the denominator is ``2**a * 5**b``, else None."""
+    d = q.denominator
+    k = 0
+    while d % 10 == 0 or d % 2 == 0 or d % 5 == 0:
+        if d % 10 == 0:
+            d //= 10
+        elif d % 2 == 0:
+            d //= 2
+        else:
+            d //= 5
+        k += 1
+    return k if d == 1 else None
+
+
+def _ceil(bound: Decimal | None, strict: bool) -> int | None:
+    if bound is None:
+        return None
+    c = math.ceil(bound)
+    return c + 1 if strict and c == bound else c
+
+
+def _floor(bound: Decimal | None, strict: bool) -> int | None:
+    if bound is None:
+        return None
+    f = math.floor(bound)
+    return f - 1 if strict and f == bound else f
+
+
+def _split_interval(lo: Decimal | None, lo_s: bool, hi: Decimal | None, hi_s: bool,
+                    holes: list[Decimal]
+                    ) -> list[tuple[Decimal | None, bool, Decimal | None, bool]]:
+    """The interval minus the points ``holes``, as open-at-holes pieces."""
+    pieces = [(lo, lo_s, hi, hi_s)]
+    for h in holes:
+        nxt = []
+        for a, a_s, b, b_s in pieces:
+            inside = (a is None or h > a or (h == a and not a_s)) and (
+                b is None or h < b or (h == b and not b_s))
+            if inside:
+                nxt += [(a, a_s, h, True), (h, True, b, b_s)]
+            else:
+                nxt.append((a, a_s, b, b_s))
+        pieces = nxt
+    return pieces
+
+
+def _prune(rules: dict[str, Expr]) -> dict[str, Expr]:
+    """Drop unproductive rules (replaced by NOTHING) and rules unreachable from ``start``.
+
+    An Earley-style prefix test is exact only when every symbol derives some string, so no
+    placeholder or dead object state may survive.
+    """
+    productive: set[str] = set()
+
+    def prod(e: Expr) -> bool:
+        if isinstance(e, Literal):
+            return True
+        if isinstance(e, CharClass):
+            return not e.is_empty
+        if isinstance(e, Ref):
+            return e.name in productive
+        if isinstance(e, Seq):
+            return all(prod(i) for i in e.items)
+        if isinstance(e, Choice):
+            return any(prod(i) for i in e.items)
+        assert isinstance(e, Repeat)
+        return e.min == 0 or prod(e.item)
+
+    changed = True
+    while changed:
+        changed = False
+        for name, e in rules.items():
+            if name not in productive and prod(e):
+                productive.add(name)
+                changed = True
+
+    def rewrite(e: Expr) -> Expr:
+        if isinstance(e, Ref):
+            return e if e.name in productive else NOTHING
+        if isinstance(e, CharClass):
+            return e if not e.is_empty else NOTHING
+        if isinstance(e, Seq):
+            return seq(*(rewrite(i) for i in e.items))
+        if isinstance(e, Choice):
+            return choice(*(rewrite(i) for i in e.items))
+        if isinstance(e, Repeat):
+            return repeat(rewrite(e.item), e.min, e.max)
+        return e
+
+    out = {name: rewrite(e) for name, e in rules.items()}
+    reachable: set[str] = set()
+    stack = ["start"]
+    while stack:
+        name = stack.pop()
+        if name in reachable:
+            continue
+        reachable.add(name)
+        e_stack = [out[name]]
+        while e_stack:
+            e = e_stack.pop()
+            if isinstance(e, Ref):
+                stack.append(e.name)
+            elif isinstance(e, (Seq, Choice)):
+                e_stack.extend(e.items)
+            elif isinstance(e, Repeat):
+                e_stack.append(e.item)
+    return {name: e for name, e in out.items() if name in reachable}

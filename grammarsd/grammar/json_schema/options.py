@@ -1,0 +1,69 @@
+"""Options of the JSON Schema front end (one frozen, typed dataclass; unknown keys raise)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Literal
+
+Whitespace = Literal["flexible", "compact", "indent"]
+
+
+@dataclass(frozen=True)
+class JsonSchemaOptions:
+    """How a schema becomes a grammar.
+
+    Attributes
+    ----------
+    whitespace : ``"flexible"`` allows any JSON whitespace between tokens, at most
+        ``max_whitespace`` characters per gap (so ``json.dumps`` output with ``", "`` and
+        ``": "`` and compact output both match); ``"compact"`` allows none; ``"indent"``
+        is exactly the layout of ``json.dumps(x, indent=indent)``.
+    max_whitespace : bound per gap for ``"flexible"`` (>= 0).
+    indent : spaces per level for ``"indent"`` (required there, forbidden elsewhere).
+    any_order : ``False``: object properties appear in schema order (declared properties first,
+        then other keys); ``True``: any order, each key at most once.
+    max_depth : for ``"indent"`` only: nesting deeper than this is rejected (the layout
+        depends on depth, so recursive schemas are unrolled up to it).
+    max_alternatives : limit on the disjunctive normal form of ``anyOf``/``oneOf``/``allOf``
+        combinations at one schema location (refused beyond it).
+    max_object_states : limit on the states of one object's property automaton (``any_order``
+        tracks the set of keys seen); refused beyond it.
+    max_enumerated : limit on how many numbers a bounded ``multipleOf`` may list.
+    default_draft : the dialect URI used when the schema has no ``$schema``.
+    formats : ``"assert"`` enforces ``format`` (refusing formats that cannot be enforced);
+        ``"ignore"`` treats it as the annotation drafts 2019-09 and 2020-12 make it by default.
+    """
+
+    whitespace: Whitespace = "flexible"
+    max_whitespace: int = 16
+    indent: int | None = None
+    any_order: bool = False
+    max_depth: int = 12
+    max_alternatives: int = 64
+    max_object_states: int = 2048
+    max_enumerated: int = 2000
+    default_draft: str = "https://json-schema.org/draft/2020-12/schema"
+    formats: Literal["assert", "ignore"] = "assert"
+
+    def __post_init__(self) -> None:
+        if self.whitespace not in ("flexible", "compact", "indent"):
+            raise ValueError(f"whitespace must be flexible, compact or indent, not "
+                             f"{self.whitespace!r}")
+        if self.formats not in ("assert", "ignore"):
+            raise ValueError(f"formats must be assert or ignore, not {self.formats!r}")
+        if (self.whitespace == "indent") != (self.indent is not None):
+            raise ValueError("indent= is required with whitespace='indent' and only there")
+        for name in ("max_whitespace", "indent", "max_depth", "max_alternatives",
+                     "max_object_states", "max_enumerated"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise ValueError(f"{name} must be a non-negative int, not {value!r}")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JsonSchemaOptions:
+        """Build from a plain dict; unknown keys raise ``ValueError`` naming them."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown JsonSchemaOptions keys: {', '.join(unknown)}")
+        return cls(**data)
