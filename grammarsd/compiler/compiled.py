@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from grammarsd.compiler.tables import CompileLimits, EarleyTables, build_tables
 from grammarsd.grammar.ir import Grammar
-from grammarsd.matcher import _kernels as K
 from grammarsd.tokenizer.trie import TokenTrie
 
 if TYPE_CHECKING:
@@ -41,7 +40,8 @@ class CompiledGrammar:
     tokenizer_info: TokenizerInfo
     tables: EarleyTables
     trie: TokenTrie = field(repr=False)
-    kernel_tables: K.Tables = field(repr=False)
+    runtime_slot: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """Matcher-layer state shared by all matchers (kernel tables, lazy mask cache)."""
 
     def matcher(self) -> GrammarMatcher:
         """A fresh matcher at the start of the language."""
@@ -70,23 +70,6 @@ def token_trie(info: TokenizerInfo) -> TokenTrie:
     return trie
 
 
-def _kernel_tables(t: EarleyTables) -> K.Tables:
-    return K.Tables(
-        item_next=t.item_next,
-        item_lhs=t.item_lhs,
-        nt_ptr=t.nt_ptr,
-        nt_items=t.nt_items,
-        nullable=t.nullable,
-        dfa_trans=t.dfa_trans,
-        dfa_accept=t.dfa_accept,
-        dfa_has_out=t.dfa_has_out,
-        state_term=t.state_term,
-        term_start=t.term_start,
-        start_item=t.start_item,
-        accept_item=t.accept_item,
-    )
-
-
 def _as_tokenizer_info(tokenizer: Any) -> TokenizerInfo:
     if hasattr(tokenizer, "token_bytes") and hasattr(tokenizer, "fingerprint"):
         return tokenizer  # type: ignore[no-any-return]
@@ -106,7 +89,6 @@ def compile_ir(
         tokenizer_info=info,
         tables=tables,
         trie=token_trie(info),
-        kernel_tables=_kernel_tables(tables),
     )
 
 

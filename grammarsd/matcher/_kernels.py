@@ -3,24 +3,34 @@
 Everything is flat arrays (see ``compiler.tables`` for the grammar side). The parse state after
 ``pos`` bytes is the Earley chart, stored as append-only arrays indexed by byte position:
 
-    set_start  int64 [P + 2]  items of Earley set p are it_item/it_origin[set_start[p]:set_start[p+1]]
-    scan_start int64 [P + 2]  live terminal scans after p bytes are sc_*[scan_start[p]:scan_start[p+1]]
-    acc        uint8 [P + 1]  the first p bytes form a complete string of the language
-    it_item    int32 [C]      dotted item of each Earley item
-    it_origin  int32 [C]      origin position of each Earley item
-    sc_state   int32 [CS]     DFA state of a terminal being scanned
-    sc_origin  int32 [CS]     position where that terminal started
-    h_x, h_o, h_stamp         open-addressing set used to de-duplicate items while a set is built
-    term_stamp int64 [T]      de-duplicates scans started in one set
-    meta       int64 [2]      [current position, stamp counter]
+    bounds   int64 [P + 2, 2]  Earley set p is items[bounds[p, 0]:bounds[p + 1, 0]]; the live terminal
+                               scans after p bytes are scans[bounds[p, 1]:bounds[p + 1, 1]]
+    acc      uint8 [P + 1]     the first p bytes form a complete string of the language
+    items    int32 [C, 2]      (dotted item, origin position) of each Earley item
+    scans    int32 [CS, 2]     (DFA state, origin position) of each terminal being scanned
+    htab     int64 [H, 3]      (stamp, item, origin): de-duplicates items while one set is built
+    tstamp   int64 [T]         de-duplicates the scans one set starts
+    meta     int64 [3]         [current position, stamp counter, missing cache state]
 
 Stepping a byte only appends above the current position, and the end of set ``p`` is stored in
-``set_start[p + 1]``, so **rollback to any earlier position is one assignment** (``meta[POS] = p``)
-and a trie walk backtracks for free. Inside a terminal (a JSON string body, a number) a step only
-advances DFA states; the parser is touched only where a terminal may end.
+``bounds[p + 1]``, so **rollback to any earlier position is one assignment** (``meta[POS] = p``) and
+a walk over candidate tokens backtracks for free. Inside a terminal (a JSON string body, a number) a
+step only advances DFA states; the parser is touched only where a terminal may end.
 
-Return codes: ``OK`` (1), ``FAIL`` (0: the byte is not allowed, state unchanged), ``OVERFLOW``
-(-1: an array is full, state unchanged; the caller grows the arrays and retries).
+Masks use a per-DFA-state cache of *context-independent* tokens (XGrammar's split, computed lazily):
+for a scan in DFA state q, a token whose bytes keep q's DFA alive is allowed whatever the parser holds
+(``A(q)``); a token that dies inside the DFA without passing an accepting state is rejected whatever
+the parser holds; only tokens that pass an accepting state and then leave the terminal (``U(q)``)
+need the parser. The mask is the union of ``A(q)`` over live scans plus the tokens of ``U(q)`` that a
+real parse accepts; ``U(q)`` is kept in byte order with longest-common-prefix lengths, so checking it
+is a trie walk restricted to those tokens.
+
+Hot functions take plain arrays: numba increfs every array of a tuple each time the tuple is passed
+or bound, which cost ~300 ns per byte when the state was a namedtuple of a dozen arrays.
+
+Return codes: ``OK`` (1), ``FAIL`` (0: not allowed, position unchanged), ``OVERFLOW`` (-1: an array
+is full, position unchanged; grow and retry), ``MISSING`` (-2: the cache lacks DFA state
+``meta[MISS]``; build it and retry).
 """
 
 from __future__ import annotations
@@ -33,112 +43,220 @@ from numba import njit
 OK = 1
 FAIL = 0
 OVERFLOW = -1
+MISSING = -2
 POS = 0
 STAMP = 1
+MISS = 2
 END = 2**30
 
 
 class Tables(NamedTuple):
-    item_next: np.ndarray
-    item_lhs: np.ndarray
-    nt_ptr: np.ndarray
-    nt_items: np.ndarray
-    nullable: np.ndarray
-    dfa_trans: np.ndarray
-    dfa_accept: np.ndarray
-    dfa_has_out: np.ndarray
-    state_term: np.ndarray
-    term_start: np.ndarray
+    """Grammar arrays (see ``compiler.tables``); ``dfa_info[q] = (accept, has_out, terminal)``."""
+
+    item_next: np.ndarray  # int32 [I]
+    item_lhs: np.ndarray  # int32 [I]
+    nt_ptr: np.ndarray  # int32 [N + 1]
+    nt_items: np.ndarray  # int32 [P]
+    nullable: np.ndarray  # uint8 [N]
+    dfa_trans: np.ndarray  # int32 [Q, 256]
+    dfa_info: np.ndarray  # int32 [Q, 3]
+    term_start: np.ndarray  # int32 [T]
     start_item: int
     accept_item: int
 
 
 class State(NamedTuple):
-    set_start: np.ndarray
-    scan_start: np.ndarray
+    bounds: np.ndarray
     acc: np.ndarray
-    it_item: np.ndarray
-    it_origin: np.ndarray
-    sc_state: np.ndarray
-    sc_origin: np.ndarray
-    h_x: np.ndarray
-    h_o: np.ndarray
-    h_stamp: np.ndarray
-    term_stamp: np.ndarray
+    items: np.ndarray
+    scans: np.ndarray
+    htab: np.ndarray
+    tstamp: np.ndarray
     meta: np.ndarray
 
 
+class Cache(NamedTuple):
+    """Context-independent masks, one row per cached DFA state.
+
+    index[q] is the row of state q or -1. Row r: rows[r] = (dense, acc_lo, acc_hi, unc_lo, unc_hi):
+    accepted tokens are the bitset dense_bits[dense] when dense >= 0, else acc_tok[acc_lo:acc_hi];
+    uncertain tokens are unc_tok[unc_lo:unc_hi] in byte order, unc_lcp = common prefix length with
+    the previous uncertain token of the row.
+    """
+
+    index: np.ndarray  # int32 [Q]
+    rows: np.ndarray  # int64 [R, 5]
+    dense_bits: np.ndarray  # uint32 [D, W]
+    acc_tok: np.ndarray  # int32 [A]
+    unc_tok: np.ndarray  # int32 [U]
+    unc_lcp: np.ndarray  # int32 [U]
+
+
+# --------------------------------------------------------------------------- the parser step
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _add(s: State, x: int, o: int, base: int, count: int, stamp: int) -> int:
+def _add(items, htab, x, o, base, count, stamp):  # noqa: ANN001, ANN202
     """Add item (x, o) to the set being built at [base, count); new count, or -1 if full."""
-    size = s.h_stamp.shape[0]
+    size = htab.shape[0]
     h = ((x * 0x9E3779B1) ^ (o * 0x85EBCA77)) & (size - 1)
-    while s.h_stamp[h] == stamp:
-        if s.h_x[h] == x and s.h_o[h] == o:
+    while htab[h, 0] == stamp:
+        if htab[h, 1] == x and htab[h, 2] == o:
             return count
         h = (h + 1) & (size - 1)
-    if count >= s.it_item.shape[0] or 2 * (count - base + 1) > size:
+    if count >= items.shape[0] or 2 * (count - base + 1) > size:
         return -1
-    s.h_stamp[h] = stamp
-    s.h_x[h] = x
-    s.h_o[h] = o
-    s.it_item[count] = x
-    s.it_origin[count] = o
+    htab[h, 0] = stamp
+    htab[h, 1] = x
+    htab[h, 2] = o
+    items[count, 0] = x
+    items[count, 1] = o
     return count + 1
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _close(g: Tables, s: State, pos: int, base: int, count: int, scount: int) -> tuple[int, int]:
+@njit(cache=True, nogil=True)
+def _close(  # noqa: ANN202
+    item_next,
+    item_lhs,
+    nt_ptr,
+    nt_items,
+    nullable,
+    term_start,
+    accept_item,  # noqa: ANN001
+    bounds,
+    acc,
+    items,
+    scans,
+    htab,
+    tstamp,
+    stamp,
+    pos,
+    base,
+    count,
+    scount,  # noqa: ANN001
+):
     """Predict and complete set ``pos`` (seeded at [base, count)), then start its scans.
 
     Nullable nonterminals are skipped over at prediction time (Aycock & Horspool 2002), which is
-    what makes completions of empty derivations inside one set correct.
+    what makes completions of empty derivations inside one set correct. Returns the new
+    (count, scount), or (-1, -1) when an array is full.
     """
-    stamp = s.meta[STAMP]
     k = base
     while k < count:
-        x = s.it_item[k]
-        o = s.it_origin[k]
+        x = items[k, 0]
+        o = items[k, 1]
         k += 1
-        nxt = g.item_next[x]
+        nxt = item_next[x]
         if nxt == END:
-            a = g.item_lhs[x]
+            a = item_lhs[x]
             if o == pos:
                 lo, hi = base, count
             else:
-                lo, hi = s.set_start[o], s.set_start[o + 1]
+                lo, hi = bounds[o, 0], bounds[o + 1, 0]
             for y in range(lo, hi):
-                yx = s.it_item[y]
-                if g.item_next[yx] == a:
-                    count = _add(s, yx + 1, s.it_origin[y], base, count, stamp)
+                yx = items[y, 0]
+                if item_next[yx] == a:
+                    count = _add(items, htab, yx + 1, items[y, 1], base, count, stamp)
                     if count < 0:
                         return -1, -1
         elif nxt >= 0:
-            for p in range(g.nt_ptr[nxt], g.nt_ptr[nxt + 1]):
-                count = _add(s, g.nt_items[p], pos, base, count, stamp)
+            for p in range(nt_ptr[nxt], nt_ptr[nxt + 1]):
+                count = _add(items, htab, nt_items[p], pos, base, count, stamp)
                 if count < 0:
                     return -1, -1
-            if g.nullable[nxt]:
-                count = _add(s, x + 1, o, base, count, stamp)
+            if nullable[nxt]:
+                count = _add(items, htab, x + 1, o, base, count, stamp)
                 if count < 0:
                     return -1, -1
-    acc = 0
+    complete = 0
     for k in range(base, count):
-        x = s.it_item[k]
-        nxt = g.item_next[x]
+        x = items[k, 0]
+        nxt = item_next[x]
         if nxt < 0:
             t = -nxt - 1
-            if s.term_stamp[t] != stamp:
-                s.term_stamp[t] = stamp
-                if scount >= s.sc_state.shape[0]:
+            if tstamp[t] != stamp:
+                tstamp[t] = stamp
+                if scount >= scans.shape[0]:
                     return -1, -1
-                s.sc_state[scount] = g.term_start[t]
-                s.sc_origin[scount] = pos
+                scans[scount, 0] = term_start[t]
+                scans[scount, 1] = pos
                 scount += 1
-        elif x == g.accept_item and s.it_origin[k] == 0:
-            acc = 1
-    s.acc[pos] = acc
+        elif x == accept_item and items[k, 1] == 0:
+            complete = 1
+    acc[pos] = complete
     return count, scount
+
+
+@njit(cache=True, nogil=True)
+def _step(  # noqa: ANN202
+    item_next,
+    item_lhs,
+    nt_ptr,
+    nt_items,
+    nullable,
+    dfa_trans,
+    dfa_info,
+    term_start,  # noqa: ANN001
+    accept_item,
+    bounds,
+    acc,
+    items,
+    scans,
+    htab,
+    tstamp,
+    meta,
+    b,  # noqa: ANN001
+):
+    """Consume byte ``b`` at position ``meta[POS]``; OK / FAIL / OVERFLOW."""
+    pos = meta[POS]
+    new = pos + 1
+    if new + 1 >= bounds.shape[0]:
+        return OVERFLOW
+    base = bounds[pos + 1, 0]
+    count = base
+    sbase = bounds[pos + 1, 1]
+    scount = sbase
+    meta[STAMP] += 1
+    stamp = meta[STAMP]
+    for i in range(bounds[pos, 1], sbase):
+        q = dfa_trans[scans[i, 0], b]
+        if q < 0:
+            continue
+        o = scans[i, 1]
+        if dfa_info[q, 1]:
+            if scount >= scans.shape[0]:
+                return OVERFLOW
+            scans[scount, 0] = q
+            scans[scount, 1] = o
+            scount += 1
+        if dfa_info[q, 0]:
+            tsym = -dfa_info[q, 2] - 1
+            for y in range(bounds[o, 0], bounds[o + 1, 0]):
+                yx = items[y, 0]
+                if item_next[yx] == tsym:
+                    count = _add(items, htab, yx + 1, items[y, 1], base, count, stamp)
+                    if count < 0:
+                        return OVERFLOW
+    if count == base and scount == sbase:
+        return FAIL
+    if count > base:
+        count, scount = _close(
+            item_next, item_lhs, nt_ptr, nt_items, nullable, term_start, accept_item,
+            bounds, acc, items, scans, htab, tstamp, stamp, new, base, count, scount,
+        )  # fmt: skip
+        if count < 0:
+            return OVERFLOW
+    else:
+        acc[new] = 0
+    if scount == sbase and not acc[new]:
+        return FAIL
+    bounds[new + 1, 0] = count
+    bounds[new + 1, 1] = scount
+    meta[POS] = new
+    return OK
+
+
+# --------------------------------------------------------------------------- entry points
 
 
 @njit(cache=True, nogil=True)
@@ -146,72 +264,37 @@ def init_state(g: Tables, s: State) -> int:
     """Build Earley set 0 from the augmented start item."""
     s.meta[POS] = 0
     s.meta[STAMP] += 1
-    s.set_start[0] = 0
-    s.scan_start[0] = 0
-    count = _add(s, g.start_item, 0, 0, 0, s.meta[STAMP])
-    if count < 0:
-        return OVERFLOW
-    count, scount = _close(g, s, 0, 0, count, 0)
-    if count < 0:
-        return OVERFLOW
-    s.set_start[1] = count
-    s.scan_start[1] = scount
-    return OK
-
-
-@njit(cache=True, nogil=True, inline="always")
-def step(g: Tables, s: State, b: int) -> int:
-    """Consume byte ``b`` at the current position."""
-    pos = s.meta[POS]
-    new = pos + 1
-    if new + 1 >= s.set_start.shape[0]:
-        return OVERFLOW
-    base = s.set_start[pos + 1]
-    count = base
-    sbase = s.scan_start[pos + 1]
-    scount = sbase
-    s.meta[STAMP] += 1
     stamp = s.meta[STAMP]
-    for i in range(s.scan_start[pos], s.scan_start[pos + 1]):
-        q = g.dfa_trans[s.sc_state[i], b]
-        if q < 0:
-            continue
-        o = s.sc_origin[i]
-        if g.dfa_has_out[q]:
-            if scount >= s.sc_state.shape[0]:
-                return OVERFLOW
-            s.sc_state[scount] = q
-            s.sc_origin[scount] = o
-            scount += 1
-        if g.dfa_accept[q]:
-            tsym = -g.state_term[q] - 1
-            for y in range(s.set_start[o], s.set_start[o + 1]):
-                yx = s.it_item[y]
-                if g.item_next[yx] == tsym:
-                    count = _add(s, yx + 1, s.it_origin[y], base, count, stamp)
-                    if count < 0:
-                        return OVERFLOW
-    if count == base and scount == sbase:
-        return FAIL
-    count, scount = _close(g, s, new, base, count, scount)
+    s.bounds[0, 0] = 0
+    s.bounds[0, 1] = 0
+    count = _add(s.items, s.htab, g.start_item, 0, 0, 0, stamp)
     if count < 0:
         return OVERFLOW
-    if scount == sbase and not s.acc[new]:
-        return FAIL
-    s.set_start[new + 1] = count
-    s.scan_start[new + 1] = scount
-    s.meta[POS] = new
+    count, scount = _close(
+        g.item_next, g.item_lhs, g.nt_ptr, g.nt_items, g.nullable, g.term_start, g.accept_item,
+        s.bounds, s.acc, s.items, s.scans, s.htab, s.tstamp, stamp, 0, 0, count, 0,
+    )  # fmt: skip
+    if count < 0:
+        return OVERFLOW
+    s.bounds[1, 0] = count
+    s.bounds[1, 1] = scount
     return OK
 
 
 @njit(cache=True, nogil=True)
 def advance(g: Tables, s: State, data: np.ndarray) -> int:
     """Consume all of ``data``; on FAIL or OVERFLOW the position is restored."""
-    start = s.meta[POS]
+    item_next, item_lhs, nt_ptr, nt_items = g.item_next, g.item_lhs, g.nt_ptr, g.nt_items
+    nullable, dfa_trans, dfa_info, term_start = g.nullable, g.dfa_trans, g.dfa_info, g.term_start
+    bounds, acc, items, scans, htab, tstamp, meta = s
+    start = meta[POS]
     for i in range(data.shape[0]):
-        r = step(g, s, data[i])
+        r = _step(
+            item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info, term_start,
+            g.accept_item, bounds, acc, items, scans, htab, tstamp, meta, data[i],
+        )  # fmt: skip
         if r != OK:
-            s.meta[POS] = start
+            meta[POS] = start
             return r
     return OK
 
@@ -220,33 +303,132 @@ def advance(g: Tables, s: State, data: np.ndarray) -> int:
 def fill_mask(
     g: Tables,
     s: State,
+    c: Cache,
+    token_indptr: np.ndarray,
+    token_data: np.ndarray,
+    out: np.ndarray,
+) -> int:
+    """OR the allowed tokens into ``out`` (uint32 words, zeroed by the caller).
+
+    Union of the cached context-independent sets of every live scan, plus the uncertain tokens a
+    real parse accepts. The parse position is unchanged afterwards.
+    """
+    item_next, item_lhs, nt_ptr, nt_items = g.item_next, g.item_lhs, g.nt_ptr, g.nt_items
+    nullable, dfa_trans, dfa_info, term_start = g.nullable, g.dfa_trans, g.dfa_info, g.term_start
+    bounds, acc, items, scans, htab, tstamp, meta = s
+    index, rows, dense_bits, acc_tok, unc_tok, unc_lcp = c
+    pos0 = meta[POS]
+    lo, hi = bounds[pos0, 1], bounds[pos0 + 1, 1]
+    for k in range(lo, hi):
+        if index[scans[k, 0]] < 0:
+            meta[MISS] = scans[k, 0]
+            return MISSING
+    words = out.shape[0]
+    for k in range(lo, hi):
+        r = index[scans[k, 0]]
+        dense = rows[r, 0]
+        if dense >= 0:
+            for w in range(words):
+                out[w] |= dense_bits[dense, w]
+        else:
+            for j in range(rows[r, 1], rows[r, 2]):
+                t = acc_tok[j]
+                out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+    for k in range(lo, hi):
+        r = index[scans[k, 0]]
+        alive = 0  # leading bytes of the previous token whose chart positions are valid
+        failed = False  # the previous token's byte number `alive` failed
+        for j in range(rows[r, 3], rows[r, 4]):
+            t = unc_tok[j]
+            shared = unc_lcp[j]
+            if failed and shared > alive:
+                continue  # this token starts with the prefix that just failed
+            alive = min(alive, shared)
+            failed = False
+            if (out[t >> 5] >> np.uint32(t & 31)) & np.uint32(1):
+                continue  # already allowed by another scan
+            meta[POS] = pos0 + alive
+            t_lo = token_indptr[t]
+            n = token_indptr[t + 1] - t_lo
+            while alive < n:
+                res = _step(
+                    item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info,
+                    term_start, g.accept_item, bounds, acc, items, scans, htab, tstamp, meta,
+                    token_data[t_lo + alive],
+                )  # fmt: skip
+                if res == OVERFLOW:
+                    meta[POS] = pos0
+                    return OVERFLOW
+                if res != OK:
+                    failed = True
+                    break
+                alive += 1
+            if alive == n:
+                out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+    meta[POS] = pos0
+    return OK
+
+
+# --------------------------------------------------------------------------- cache building
+
+
+@njit(cache=True, nogil=True)
+def classify_tokens(
+    dfa_trans: np.ndarray,
+    dfa_info: np.ndarray,
+    q: int,
+    max_depth: int,
     byte: np.ndarray,
     depth: np.ndarray,
     nxt: np.ndarray,
     tok_ptr: np.ndarray,
     tok_ids: np.ndarray,
-    out: np.ndarray,
-) -> int:
-    """Set the bit of every token whose bytes the grammar allows next (``out`` is uint32 words).
+    token_indptr: np.ndarray,
+    token_data: np.ndarray,
+    accepted: np.ndarray,
+    uncertain: np.ndarray,
+    lcp: np.ndarray,
+) -> tuple[int, int]:
+    """Split the vocabulary for a scan in DFA state ``q`` by one DFA-only walk of the token trie.
 
-    One depth-first walk of the token trie: a node whose byte fails prunes its whole subtree.
-    ``out`` must be zeroed by the caller; the parse state is unchanged afterwards.
+    Writes accepted token ids (the DFA stays alive over all their bytes) to ``accepted`` and
+    uncertain ones (the DFA accepted somewhere inside, then died) to ``uncertain`` in byte order,
+    with ``lcp`` = common prefix length with the previous uncertain token. Returns both counts.
     """
-    pos0 = s.meta[POS]
+    stack = np.empty(max_depth + 2, dtype=np.int64)
+    seen_accept = np.zeros(stack.shape[0], dtype=np.uint8)
+    stack[0] = q
+    n_acc = 0
+    n_unc = 0
     k = 0
     n = byte.shape[0]
     while k < n:
-        s.meta[POS] = pos0 + depth[k] - 1
-        r = step(g, s, byte[k])
-        if r == OVERFLOW:
-            s.meta[POS] = pos0
-            return OVERFLOW
-        if r == OK:
+        d = depth[k]
+        s2 = dfa_trans[stack[d - 1], byte[k]]
+        if s2 >= 0:
+            stack[d] = s2
+            seen_accept[d] = seen_accept[d - 1] | (dfa_info[s2, 0] != 0)
             for j in range(tok_ptr[k], tok_ptr[k + 1]):
-                t = tok_ids[j]
-                out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+                accepted[n_acc] = tok_ids[j]
+                n_acc += 1
             k += 1
         else:
+            if seen_accept[d - 1]:
+                for j in range(tok_ptr[k], tok_ptr[nxt[k]]):
+                    uncertain[n_unc] = tok_ids[j]
+                    n_unc += 1
             k = nxt[k]
-    s.meta[POS] = pos0
-    return OK
+    prev = -1
+    for i in range(n_unc):
+        t = uncertain[i]
+        shared = 0
+        if prev >= 0:
+            a0, a1 = token_indptr[prev], token_indptr[prev + 1]
+            b0, b1 = token_indptr[t], token_indptr[t + 1]
+            while a0 + shared < a1 and b0 + shared < b1:
+                if token_data[a0 + shared] != token_data[b0 + shared]:
+                    break
+                shared += 1
+        lcp[i] = shared
+        prev = t
+    return n_acc, n_unc

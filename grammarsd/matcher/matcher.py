@@ -14,6 +14,7 @@ import numpy as np
 
 from grammarsd.errors import MatcherError
 from grammarsd.matcher import _kernels as K
+from grammarsd.matcher.runtime import runtime
 
 if TYPE_CHECKING:
     from grammarsd.compiler.compiled import CompiledGrammar
@@ -23,20 +24,15 @@ _INITIAL_ITEMS = 4096
 _INITIAL_HASH = 1024
 
 
-def _new_state(num_terminals: int, positions: int, items: int, hashsize: int) -> K.State:
+def _new_state(num_terminals: int) -> K.State:
     return K.State(
-        set_start=np.zeros(positions + 2, dtype=np.int64),
-        scan_start=np.zeros(positions + 2, dtype=np.int64),
-        acc=np.zeros(positions + 1, dtype=np.uint8),
-        it_item=np.zeros(items, dtype=np.int32),
-        it_origin=np.zeros(items, dtype=np.int32),
-        sc_state=np.zeros(items, dtype=np.int32),
-        sc_origin=np.zeros(items, dtype=np.int32),
-        h_x=np.zeros(hashsize, dtype=np.int32),
-        h_o=np.zeros(hashsize, dtype=np.int32),
-        h_stamp=np.zeros(hashsize, dtype=np.int64),
-        term_stamp=np.zeros(max(num_terminals, 1), dtype=np.int64),
-        meta=np.zeros(2, dtype=np.int64),
+        bounds=np.zeros((_INITIAL_POSITIONS + 2, 2), dtype=np.int64),
+        acc=np.zeros(_INITIAL_POSITIONS + 1, dtype=np.uint8),
+        items=np.zeros((_INITIAL_ITEMS, 2), dtype=np.int32),
+        scans=np.zeros((_INITIAL_ITEMS, 2), dtype=np.int32),
+        htab=np.zeros((_INITIAL_HASH, 3), dtype=np.int64),
+        tstamp=np.zeros(max(num_terminals, 1), dtype=np.int64),
+        meta=np.zeros(3, dtype=np.int64),
     )
 
 
@@ -44,22 +40,17 @@ def _grown(s: K.State) -> K.State:
     """A copy of ``s`` with every growable array doubled (contents kept)."""
 
     def grow(a: np.ndarray) -> np.ndarray:
-        b = np.zeros(a.shape[0] * 2, dtype=a.dtype)
+        b = np.zeros((a.shape[0] * 2, *a.shape[1:]), dtype=a.dtype)
         b[: a.shape[0]] = a
         return b
 
     return K.State(
-        set_start=grow(s.set_start),
-        scan_start=grow(s.scan_start),
+        bounds=grow(s.bounds),
         acc=grow(s.acc),
-        it_item=grow(s.it_item),
-        it_origin=grow(s.it_origin),
-        sc_state=grow(s.sc_state),
-        sc_origin=grow(s.sc_origin),
-        h_x=np.zeros(s.h_x.shape[0] * 2, dtype=np.int32),
-        h_o=np.zeros(s.h_o.shape[0] * 2, dtype=np.int32),
-        h_stamp=np.zeros(s.h_stamp.shape[0] * 2, dtype=np.int64),
-        term_stamp=s.term_stamp.copy(),
+        items=grow(s.items),
+        scans=grow(s.scans),
+        htab=np.zeros((s.htab.shape[0] * 2, 3), dtype=np.int64),  # scratch: contents not needed
+        tstamp=s.tstamp.copy(),
         meta=s.meta.copy(),
     )
 
@@ -75,11 +66,10 @@ class GrammarMatcher:
 
     def __init__(self, compiled: CompiledGrammar) -> None:
         self.compiled = compiled
-        self._tables = compiled.kernel_tables
+        self._runtime = runtime(compiled)
+        self._tables = self._runtime.tables
         self._eos = frozenset(compiled.tokenizer_info.eos_ids)
-        self._state = _new_state(
-            compiled.tables.num_terminals, _INITIAL_POSITIONS, _INITIAL_ITEMS, _INITIAL_HASH
-        )
+        self._state = _new_state(compiled.tables.num_terminals)
         self._history: list[int] = []  # position before each accepted step
         self._terminated_at: int | None = None  # history length when EOS was accepted
         self._run(lambda s: K.init_state(self._tables, s))
@@ -87,14 +77,17 @@ class GrammarMatcher:
     # -- internals ---------------------------------------------------------------
 
     def _run(self, call: Any) -> int:
-        """Run a kernel call, growing the state arrays until it does not overflow."""
+        """Run a kernel call, growing state arrays and filling the mask cache until it completes."""
         while True:
             r = int(call(self._state))
-            if r != K.OVERFLOW:
+            if r == K.MISSING:
+                self._runtime.cache.ensure(int(self._state.meta[K.MISS]))
+            elif r == K.OVERFLOW:
+                if self._state.items.shape[0] > 1 << 30:
+                    raise MatcherError("matcher state exceeded 2**30 items")
+                self._state = _grown(self._state)
+            else:
                 return r
-            if self._state.it_item.shape[0] > 1 << 31:
-                raise MatcherError("matcher state exceeded 2**31 items")
-            self._state = _grown(self._state)
 
     @property
     def _pos(self) -> int:
@@ -175,6 +168,7 @@ class GrammarMatcher:
         """An independent copy sharing the compiled grammar (copies only the used chart)."""
         other = GrammarMatcher.__new__(GrammarMatcher)
         other.compiled = self.compiled
+        other._runtime = self._runtime
         other._tables = self._tables
         other._eos = self._eos
         other._state = K.State(*(a.copy() for a in self._state))
@@ -195,12 +189,16 @@ class GrammarMatcher:
         row[:] = 0
         if self.is_terminated():
             return True
-        trie = self.compiled.trie
-        self._run(
-            lambda s: K.fill_mask(
-                self._tables, s, trie.byte, trie.depth, trie.next, trie.tok_ptr, trie.tok_ids, row
+        info = self.compiled.tokenizer_info
+        cache = self._runtime.cache
+
+        def fill(s: K.State) -> int:
+            row[:] = 0  # a retry after OVERFLOW or MISSING starts from scratch
+            return K.fill_mask(
+                self._tables, s, cache.arrays, info.token_indptr, info.token_data, row
             )
-        )
+
+        self._run(fill)
         if self.is_accepting():
             for t in self._eos:
                 row[t >> 5] |= np.uint32(1 << (t & 31))
