@@ -24,6 +24,10 @@ Flat layout (``EarleyTables``; ``sym >= 0`` is a nonterminal, ``sym < 0`` is ter
     dfa_has_out   uint8 [Q]     the state has at least one live transition
     state_term    int32 [Q]     terminal owning each state
     term_start    int32 [T]     start state of each terminal's DFA (never accepting)
+    follow_bytes  uint64 [T, 4] 256-bit set: first bytes of every terminal that can follow
+                                terminal t anywhere in the grammar (static FOLLOW). After t
+                                completes, a next byte outside this set cannot start anything
+                                new, so the matcher may postpone the Earley closure.
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ class EarleyTables:
     dfa_has_out: np.ndarray
     state_term: np.ndarray
     term_start: np.ndarray
+    follow_bytes: np.ndarray
     nt_names: tuple[str, ...] = field(repr=False)
     term_exprs: tuple[Expr, ...] = field(repr=False)
 
@@ -353,6 +358,60 @@ def _trim(
     return prods, nullable
 
 
+def _follow_bytes(
+    prods: list[tuple[int, tuple[int, ...]]],
+    nullable: set[int],
+    start_bytes: list[np.ndarray],
+) -> np.ndarray:
+    """Per terminal, the bytes that can start a terminal following it (uint64 [T, 4] bitsets).
+
+    Textbook FIRST/FOLLOW over the BNF (symbols: ``>= 0`` nonterminal, ``< 0`` terminal), then
+    each following terminal contributes the bytes its DFA start state has transitions on.
+    """
+    num_t = len(start_bytes)
+    first: dict[int, set[int]] = {}  # nonterminal -> first terminals (as ids >= 0)
+
+    def first_of(sym: int) -> set[int]:
+        return {-sym - 1} if sym < 0 else first.setdefault(sym, set())
+
+    changed = True
+    while changed:
+        changed = False
+        for lhs, body in prods:
+            acc = first.setdefault(lhs, set())
+            before = len(acc)
+            for sym in body:
+                acc |= first_of(sym)
+                if sym < 0 or sym not in nullable:
+                    break
+            changed |= len(acc) != before
+    follow: dict[int, set[int]] = {}  # symbol -> terminals that can follow it
+    changed = True
+    while changed:
+        changed = False
+        for lhs, body in prods:
+            for i, sym in enumerate(body):
+                acc = follow.setdefault(sym, set())
+                before = len(acc)
+                rest_nullable = True
+                for nxt in body[i + 1 :]:
+                    acc |= first_of(nxt)
+                    if nxt < 0 or nxt not in nullable:
+                        rest_nullable = False
+                        break
+                if rest_nullable:
+                    acc |= follow.get(lhs, set())
+                changed |= len(acc) != before
+    out = np.zeros((num_t, 4), dtype=np.uint64)
+    for t in range(num_t):
+        allowed = np.zeros(256, dtype=bool)
+        for u in follow.get(-t - 1, ()):
+            allowed |= start_bytes[u]
+        bits = np.packbits(allowed, bitorder="little").view(np.uint64)
+        out[t] = bits
+    return out
+
+
 def build_tables(
     grammar: Grammar,
     *,
@@ -415,6 +474,14 @@ def build_tables(
         term_start[t] = offset
         offset += n
     dfa_has_out = (dfa_trans >= 0).any(axis=1).astype(np.uint8)
+    follow_bytes = _follow_bytes(
+        [
+            (nt_map[lhs], tuple(nt_map[s] if s >= 0 else -t_map[-s - 1] - 1 for s in body))
+            for lhs, body in prods
+        ],
+        {nt_map[n] for n in nullable_set},
+        [dfa_trans[term_start[t]] >= 0 for t in range(len(dfas))],
+    )
 
     return EarleyTables(
         item_next=np.asarray(item_next, dtype=np.int32),
@@ -429,6 +496,7 @@ def build_tables(
         dfa_has_out=dfa_has_out,
         state_term=state_term,
         term_start=term_start,
+        follow_bytes=follow_bytes,
         nt_names=tuple(low.nt_names[o] for o in used_nt),
         term_exprs=tuple(low.term_exprs[o] for o in used_t),
     )

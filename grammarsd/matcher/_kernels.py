@@ -10,12 +10,18 @@ Everything is flat arrays (see ``compiler.tables`` for the grammar side). The pa
     scans    int32 [CS, 2]     (DFA state, origin position) of each terminal being scanned
     htab     int64 [H, 3]      (stamp, item, origin): de-duplicates items while one set is built
     tstamp   int64 [T]         de-duplicates the scans one set starts
+    pend     uint8 [P + 1]     set p's Earley closure is postponed (its seed items are stored)
+    pmask    uint64 [P + 1, 4] bytes that would need that closure (FOLLOW of what completed)
     meta     int64 [3]         [current position, stamp counter, missing cache state]
 
 Stepping a byte only appends above the current position, and the end of set ``p`` is stored in
 ``bounds[p + 1]``, so **rollback to any earlier position is one assignment** (``meta[POS] = p``) and
 a walk over candidate tokens backtracks for free. Inside a terminal (a JSON string body, a number) a
-step only advances DFA states; the parser is touched only where a terminal may end.
+step only advances DFA states; the parser is touched only where a terminal may end — and even
+there only lazily: when a terminal completes but another scan continues, the closure of the new set
+is postponed until a byte arrives that could start a terminal following the completed one (static
+FOLLOW sets, ``compiler.tables``), or until acceptance is asked. Inside a number or a name, digits and
+letters then never touch the parser.
 
 Masks use a per-DFA-state cache of *context-independent* tokens (XGrammar's split, computed lazily):
 for a scan in DFA state q, a token whose bytes keep q's DFA alive is allowed whatever the parser holds
@@ -61,6 +67,7 @@ class Tables(NamedTuple):
     dfa_trans: np.ndarray  # int32 [Q, 256]
     dfa_info: np.ndarray  # int32 [Q, 3]
     term_start: np.ndarray  # int32 [T]
+    follow_bytes: np.ndarray  # uint64 [T, 4]
     start_item: int
     accept_item: int
 
@@ -72,6 +79,8 @@ class State(NamedTuple):
     scans: np.ndarray
     htab: np.ndarray
     tstamp: np.ndarray
+    pend: np.ndarray
+    pmask: np.ndarray
     meta: np.ndarray
 
 
@@ -188,6 +197,54 @@ def _close(  # noqa: ANN202
 
 
 @njit(cache=True, nogil=True)
+def _settle(  # noqa: ANN202
+    item_next,
+    item_lhs,
+    nt_ptr,
+    nt_items,
+    nullable,
+    term_start,
+    accept_item,  # noqa: ANN001
+    bounds,
+    acc,
+    items,
+    scans,
+    htab,
+    tstamp,
+    pend,
+    meta,
+    pos,  # noqa: ANN001
+):
+    """Run the postponed closure of set ``pos`` (the top of the chart); OK or OVERFLOW."""
+    meta[STAMP] += 1
+    stamp = meta[STAMP]
+    base = bounds[pos, 0]
+    count = bounds[pos + 1, 0]
+    size = htab.shape[0]
+    if 2 * (count - base + 1) > size:
+        return OVERFLOW
+    for k in range(base, count):  # re-register the seeds for de-duplication
+        x = items[k, 0]
+        o = items[k, 1]
+        h = ((x * 0x9E3779B1) ^ (o * 0x85EBCA77)) & (size - 1)
+        while htab[h, 0] == stamp:
+            h = (h + 1) & (size - 1)
+        htab[h, 0] = stamp
+        htab[h, 1] = x
+        htab[h, 2] = o
+    count, scount = _close(
+        item_next, item_lhs, nt_ptr, nt_items, nullable, term_start, accept_item,
+        bounds, acc, items, scans, htab, tstamp, stamp, pos, base, count, bounds[pos + 1, 1],
+    )  # fmt: skip
+    if count < 0:
+        return OVERFLOW
+    bounds[pos + 1, 0] = count
+    bounds[pos + 1, 1] = scount
+    pend[pos] = 0
+    return OK
+
+
+@njit(cache=True, nogil=True)
 def _step(  # noqa: ANN202
     item_next,
     item_lhs,
@@ -197,6 +254,7 @@ def _step(  # noqa: ANN202
     dfa_trans,
     dfa_info,
     term_start,  # noqa: ANN001
+    follow_bytes,
     accept_item,
     bounds,
     acc,
@@ -204,6 +262,8 @@ def _step(  # noqa: ANN202
     scans,
     htab,
     tstamp,
+    pend,
+    pmask,  # noqa: ANN001
     meta,
     b,  # noqa: ANN001
 ):
@@ -212,12 +272,20 @@ def _step(  # noqa: ANN202
     new = pos + 1
     if new + 1 >= bounds.shape[0]:
         return OVERFLOW
+    if pend[pos] and (pmask[pos, b >> 6] >> np.uint64(b & 63)) & np.uint64(1):
+        r = _settle(
+            item_next, item_lhs, nt_ptr, nt_items, nullable, term_start, accept_item,
+            bounds, acc, items, scans, htab, tstamp, pend, meta, pos,
+        )  # fmt: skip
+        if r != OK:
+            return r
     base = bounds[pos + 1, 0]
     count = base
     sbase = bounds[pos + 1, 1]
     scount = sbase
     meta[STAMP] += 1
     stamp = meta[STAMP]
+    f0 = f1 = f2 = f3 = np.uint64(0)
     for i in range(bounds[pos, 1], sbase):
         q = dfa_trans[scans[i, 0], b]
         if q < 0:
@@ -230,7 +298,12 @@ def _step(  # noqa: ANN202
             scans[scount, 1] = o
             scount += 1
         if dfa_info[q, 0]:
-            tsym = -dfa_info[q, 2] - 1
+            term = dfa_info[q, 2]
+            tsym = -term - 1
+            f0 |= follow_bytes[term, 0]
+            f1 |= follow_bytes[term, 1]
+            f2 |= follow_bytes[term, 2]
+            f3 |= follow_bytes[term, 3]
             for y in range(bounds[o, 0], bounds[o + 1, 0]):
                 yx = items[y, 0]
                 if item_next[yx] == tsym:
@@ -239,17 +312,24 @@ def _step(  # noqa: ANN202
                         return OVERFLOW
     if count == base and scount == sbase:
         return FAIL
+    pend[new] = 0
+    acc[new] = 0
     if count > base:
-        count, scount = _close(
-            item_next, item_lhs, nt_ptr, nt_items, nullable, term_start, accept_item,
-            bounds, acc, items, scans, htab, tstamp, stamp, new, base, count, scount,
-        )  # fmt: skip
-        if count < 0:
-            return OVERFLOW
-    else:
-        acc[new] = 0
-    if scount == sbase and not acc[new]:
-        return FAIL
+        if scount == sbase:  # nothing continues: only the closure can keep the input alive
+            count, scount = _close(
+                item_next, item_lhs, nt_ptr, nt_items, nullable, term_start, accept_item,
+                bounds, acc, items, scans, htab, tstamp, stamp, new, base, count, scount,
+            )  # fmt: skip
+            if count < 0:
+                return OVERFLOW
+            if scount == sbase and not acc[new]:
+                return FAIL
+        else:  # some scan continues, so the input is alive: postpone the closure
+            pend[new] = 1
+            pmask[new, 0] = f0
+            pmask[new, 1] = f1
+            pmask[new, 2] = f2
+            pmask[new, 3] = f3
     bounds[new + 1, 0] = count
     bounds[new + 1, 1] = scount
     meta[POS] = new
@@ -278,7 +358,20 @@ def init_state(g: Tables, s: State) -> int:
         return OVERFLOW
     s.bounds[1, 0] = count
     s.bounds[1, 1] = scount
+    s.pend[0] = 0
     return OK
+
+
+@njit(cache=True, nogil=True)
+def settle(g: Tables, s: State) -> int:
+    """Run the postponed closure at the current position, if any (before reading ``acc``)."""
+    pos = s.meta[POS]
+    if not s.pend[pos]:
+        return OK
+    return _settle(
+        g.item_next, g.item_lhs, g.nt_ptr, g.nt_items, g.nullable, g.term_start, g.accept_item,
+        s.bounds, s.acc, s.items, s.scans, s.htab, s.tstamp, s.pend, s.meta, pos,
+    )  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
@@ -286,12 +379,13 @@ def advance(g: Tables, s: State, data: np.ndarray) -> int:
     """Consume all of ``data``; on FAIL or OVERFLOW the position is restored."""
     item_next, item_lhs, nt_ptr, nt_items = g.item_next, g.item_lhs, g.nt_ptr, g.nt_items
     nullable, dfa_trans, dfa_info, term_start = g.nullable, g.dfa_trans, g.dfa_info, g.term_start
-    bounds, acc, items, scans, htab, tstamp, meta = s
+    bounds, acc, items, scans, htab, tstamp, pend, pmask, meta = s
     start = meta[POS]
     for i in range(data.shape[0]):
         r = _step(
             item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info, term_start,
-            g.accept_item, bounds, acc, items, scans, htab, tstamp, meta, data[i],
+            g.follow_bytes, g.accept_item, bounds, acc, items, scans, htab, tstamp, pend, pmask,
+            meta, data[i],
         )  # fmt: skip
         if r != OK:
             meta[POS] = start
@@ -315,9 +409,16 @@ def fill_mask(
     """
     item_next, item_lhs, nt_ptr, nt_items = g.item_next, g.item_lhs, g.nt_ptr, g.nt_items
     nullable, dfa_trans, dfa_info, term_start = g.nullable, g.dfa_trans, g.dfa_info, g.term_start
-    bounds, acc, items, scans, htab, tstamp, meta = s
+    bounds, acc, items, scans, htab, tstamp, pend, pmask, meta = s
     index, rows, dense_bits, acc_tok, unc_tok, unc_lcp = c
     pos0 = meta[POS]
+    if pend[pos0]:
+        r = _settle(
+            item_next, item_lhs, nt_ptr, nt_items, nullable, term_start, g.accept_item,
+            bounds, acc, items, scans, htab, tstamp, pend, meta, pos0,
+        )  # fmt: skip
+        if r != OK:
+            return r
     lo, hi = bounds[pos0, 1], bounds[pos0 + 1, 1]
     for k in range(lo, hi):
         if index[scans[k, 0]] < 0:
@@ -353,8 +454,8 @@ def fill_mask(
             while alive < n:
                 res = _step(
                     item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info,
-                    term_start, g.accept_item, bounds, acc, items, scans, htab, tstamp, meta,
-                    token_data[t_lo + alive],
+                    term_start, g.follow_bytes, g.accept_item, bounds, acc, items, scans, htab,
+                    tstamp, pend, pmask, meta, token_data[t_lo + alive],
                 )  # fmt: skip
                 if res == OVERFLOW:
                     meta[POS] = pos0

@@ -32,6 +32,8 @@ def _new_state(num_terminals: int) -> K.State:
         scans=np.zeros((_INITIAL_ITEMS, 2), dtype=np.int32),
         htab=np.zeros((_INITIAL_HASH, 3), dtype=np.int64),
         tstamp=np.zeros(max(num_terminals, 1), dtype=np.int64),
+        pend=np.zeros(_INITIAL_POSITIONS + 1, dtype=np.uint8),
+        pmask=np.zeros((_INITIAL_POSITIONS + 1, 4), dtype=np.uint64),
         meta=np.zeros(3, dtype=np.int64),
     )
 
@@ -51,6 +53,8 @@ def _grown(s: K.State) -> K.State:
         scans=grow(s.scans),
         htab=np.zeros((s.htab.shape[0] * 2, 3), dtype=np.int64),  # scratch: contents not needed
         tstamp=s.tstamp.copy(),
+        pend=grow(s.pend),
+        pmask=grow(s.pmask),
         meta=s.meta.copy(),
     )
 
@@ -97,7 +101,10 @@ class GrammarMatcher:
 
     def is_accepting(self) -> bool:
         """The bytes so far form a complete string of the language (EOS would be allowed)."""
-        return self._terminated_at is None and bool(self._state.acc[self._pos])
+        if self._terminated_at is not None:
+            return False
+        self._run(lambda s: K.settle(self._tables, s))
+        return bool(self._state.acc[self._pos])
 
     def is_terminated(self) -> bool:
         """An EOS token has been accepted."""

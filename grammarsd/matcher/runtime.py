@@ -139,6 +139,7 @@ class Runtime:
             dfa_trans=t.dfa_trans,
             dfa_info=np.ascontiguousarray(dfa_info),
             term_start=t.term_start,
+            follow_bytes=t.follow_bytes,
             start_item=t.start_item,
             accept_item=t.accept_item,
         )

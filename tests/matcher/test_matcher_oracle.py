@@ -156,6 +156,16 @@ CASES = {
     "unproductive_branch": Grammar(
         {"start": choice(lit("a"), Ref("dead")), "dead": seq(lit("b"), Ref("dead"))}
     ),
+    "postponed_closures": Grammar(  # name-like terminals accept at every byte
+        {
+            "start": seq(Ref("ws"), Ref("expr"), Ref("ws")),
+            "expr": choice(
+                Ref("name"), seq(Ref("expr"), Ref("ws"), char_set("b{"), Ref("ws"), Ref("name"))
+            ),
+            "name": repeat(char_set("aé😀"), 1, None),
+            "ws": repeat(lit("€"), 0, 2),
+        }
+    ),
     "bounded_nonregular_repeat": Grammar(
         {"start": repeat(seq(lit("{"), Ref("start"), lit("b")), 1, 3)}
     ),

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from grammarsd.compiler.compiled import compile_ir
+from grammarsd.grammar.bundled import load_bundled
 from grammarsd.grammar.ir import (
     ANY_CHAR,
     Grammar,
@@ -23,7 +24,6 @@ from grammarsd.grammar.ir import (
     repeat,
     seq,
 )
-from grammarsd.grammar.bundled import load_bundled
 from grammarsd.grammar.regex import grammar_from_regex
 from grammarsd.matcher.reference import ReferenceRecognizer
 from grammarsd.testing import hf_tokenizer
