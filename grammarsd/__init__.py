@@ -9,6 +9,7 @@ grammarsd.apply_token_bitmask_inplace(logits, bitmask)      # disallowed logits 
 m.accept_token(token_id)
 """
 
+from grammarsd.api.hf import GBNF, Lark, LogitsProcessor, Regex
 from grammarsd.api.models import LoadedModel, load_model, load_tokenizer
 from grammarsd.compiler.compiled import (
     CompiledGrammar,
@@ -45,6 +46,7 @@ __all__ = [
     "CompileLimits",
     "CompiledGrammar",
     "EmptyLanguageError",
+    "GBNF",
     "Grammar",
     "GrammarError",
     "GrammarMatcher",
@@ -54,10 +56,13 @@ __all__ = [
     "IncompleteOutputError",
     "InvalidSchemaError",
     "JsonSchemaOptions",
+    "Lark",
     "LoadedModel",
+    "LogitsProcessor",
     "MatcherError",
     "ModelLoadError",
     "OutputValidationError",
+    "Regex",
     "SchemaUnsupportedError",
     "TokenizerError",
     "TokenizerInfo",

@@ -15,12 +15,13 @@ Reference semantics (the loop every backend is tested against)::
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Literal
 
 import torch
 
-Backend = Literal["auto", "torch"]
+Backend = Literal["auto", "torch", "triton"]
 
 
 def bitmask_width(vocab_size: int) -> int:
@@ -44,19 +45,38 @@ def apply_token_bitmask_inplace(
 
     ``logits`` is ``(batch, V)`` or ``(V,)``; ``bitmask`` is ``(batch, W)`` or ``(W,)`` int32 on the same
     device. With ``indices``, row ``indices[i]`` of ``logits`` is masked by row ``indices[i]`` of the
-    bitmask and other rows are left alone. ``backend="auto"`` picks the fastest available backend
-    (today: torch; a Triton kernel for CUDA is planned).
+    bitmask and other rows are left alone.
+
+    ``backend="auto"`` uses the Triton kernel for CUDA tensors when ``triton`` imports and torch ops
+    otherwise; ``"triton"`` forces the kernel (on CPU it needs ``TRITON_INTERPRET=1``), ``"torch"``
+    the plain ops. Triton is imported only when the Triton backend is chosen.
     """
     if bitmask.dtype != torch.int32:
         raise TypeError(f"bitmask must be int32, got {bitmask.dtype}")
     if logits.device != bitmask.device:
         raise ValueError(f"logits on {logits.device} but bitmask on {bitmask.device}")
-    if backend in ("auto", "torch"):
+    if backend == "auto":
+        backend = "triton" if logits.device.type == "cuda" and _triton_available() else "torch"
+    if backend == "torch":
         from grammarsd.kernels.torch_ref import apply_token_bitmask_inplace_torch
 
         apply_token_bitmask_inplace_torch(logits, bitmask, indices)
+    elif backend == "triton":
+        from grammarsd.kernels.triton import apply_token_bitmask_inplace_triton
+
+        apply_token_bitmask_inplace_triton(logits, bitmask, indices)
     else:
-        raise ValueError(f"unknown backend {backend!r}")
+        raise ValueError(f"unknown backend {backend!r}; expected 'auto', 'torch' or 'triton'")
+
+
+@functools.cache
+def _triton_available() -> bool:
+    """Whether the Triton backend imports (checked once per process)."""
+    try:
+        import grammarsd.kernels.triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 __all__ = ["allocate_token_bitmask", "apply_token_bitmask_inplace", "bitmask_width"]
