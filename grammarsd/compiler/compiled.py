@@ -6,8 +6,10 @@ per tokenizer (keyed by its fingerprint) and shared by every grammar compiled fo
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -43,6 +45,18 @@ class CompiledGrammar:
     runtime_slot: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """Matcher-layer state shared by all matchers (kernel tables, lazy mask cache)."""
 
+    def memory_bytes(self) -> int:
+        """Bytes held by the tables and by the lazily grown mask cache (the trie is shared)."""
+        total = sum(
+            getattr(self.tables, f).nbytes
+            for f in self.tables.__dataclass_fields__
+            if hasattr(getattr(self.tables, f), "nbytes")
+        )
+        rt = self.runtime_slot.get("runtime")
+        if rt is not None:
+            total += sum(a.nbytes for a in rt.cache.arrays) + sum(a.nbytes for a in rt.tables[:8])
+        return total
+
     def matcher(self) -> GrammarMatcher:
         """A fresh matcher at the start of the language."""
         from grammarsd.matcher.matcher import GrammarMatcher  # matcher layer sits below
@@ -70,6 +84,57 @@ def token_trie(info: TokenizerInfo) -> TokenTrie:
     return trie
 
 
+class CompileCache:
+    """A thread-safe LRU of compiled grammars, bounded by their ``memory_bytes()``.
+
+    Keys are ``(kind, canonical spec, options, limits, tokenizer fingerprint)``; the sizes are
+    re-measured on every insertion because mask caches grow while grammars are used.
+    """
+
+    def __init__(self, max_bytes: int = 512 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[tuple[Any, ...], CompiledGrammar] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get_or_compile(
+        self, key: tuple[Any, ...], build: Callable[[], CompiledGrammar]
+    ) -> CompiledGrammar:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return self._items[key]
+            self.misses += 1
+        compiled = build()  # outside the lock: compiles may run in parallel
+        with self._lock:
+            self._items[key] = compiled
+            self._items.move_to_end(key)
+            sizes = {k: v.memory_bytes() for k, v in self._items.items()}
+            total = sum(sizes.values())
+            while total > self.max_bytes and len(self._items) > 1:
+                old, _ = self._items.popitem(last=False)
+                total -= sizes[old]
+        return compiled
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+COMPILE_CACHE = CompileCache()
+"""The process-wide cache the ``compile_*`` functions use unless given ``cache=False``."""
+
+
+def _cached(
+    cache: bool, key: tuple[Any, ...], build: Callable[[], CompiledGrammar]
+) -> CompiledGrammar:
+    return COMPILE_CACHE.get_or_compile(key, build) if cache else build()
+
+
 def _as_tokenizer_info(tokenizer: Any) -> TokenizerInfo:
     if hasattr(tokenizer, "token_bytes") and hasattr(tokenizer, "fingerprint"):
         return tokenizer  # type: ignore[no-any-return]
@@ -79,17 +144,24 @@ def _as_tokenizer_info(tokenizer: Any) -> TokenizerInfo:
 
 
 def compile_ir(
-    grammar: Grammar, tokenizer: Any, *, limits: CompileLimits | None = None
+    grammar: Grammar,
+    tokenizer: Any,
+    *,
+    limits: CompileLimits | None = None,
+    cache: bool = True,
 ) -> CompiledGrammar:
     """Compile IR for ``tokenizer`` (a ``TokenizerInfo`` or a Hugging Face tokenizer)."""
     info = _as_tokenizer_info(tokenizer)
-    tables = build_tables(grammar, limits=limits)
-    return CompiledGrammar(
-        grammar=grammar,
-        tokenizer_info=info,
-        tables=tables,
-        trie=token_trie(info),
-    )
+
+    def build() -> CompiledGrammar:
+        return CompiledGrammar(
+            grammar=grammar,
+            tokenizer_info=info,
+            tables=build_tables(grammar, limits=limits),
+            trie=token_trie(info),
+        )
+
+    return _cached(cache, ("ir", grammar, limits, info.fingerprint), build)
 
 
 def compile_grammar(
@@ -99,6 +171,7 @@ def compile_grammar(
     syntax: GrammarSyntax = "auto",
     start: str | None = None,
     limits: CompileLimits | None = None,
+    cache: bool = True,
 ) -> CompiledGrammar:
     """Compile a Lark or GBNF grammar text (or IR) for ``tokenizer``.
 
@@ -106,29 +179,44 @@ def compile_grammar(
     defaults to ``start`` for Lark and ``root`` for GBNF.
     """
     if isinstance(grammar, Grammar):
-        return compile_ir(grammar, tokenizer, limits=limits)
+        return compile_ir(grammar, tokenizer, limits=limits, cache=cache)
     if syntax == "auto":
         syntax = "gbnf" if "::=" in grammar else "lark"
-    if syntax == "gbnf":
-        from grammarsd.grammar.gbnf import grammar_from_gbnf
-
-        ir = grammar_from_gbnf(grammar, start=start or "root")
-    elif syntax == "lark":
-        from grammarsd.grammar.lark import grammar_from_lark
-
-        ir = grammar_from_lark(grammar, start=start or "start")
-    else:
+    if syntax not in ("gbnf", "lark"):
         raise ValueError(f"unknown grammar syntax {syntax!r}; expected 'auto', 'lark' or 'gbnf'")
-    return compile_ir(ir, tokenizer, limits=limits)
+    info = _as_tokenizer_info(tokenizer)
+    text = grammar
+
+    def build() -> CompiledGrammar:
+        if syntax == "gbnf":
+            from grammarsd.grammar.gbnf import grammar_from_gbnf
+
+            ir = grammar_from_gbnf(text, start=start or "root")
+        else:
+            from grammarsd.grammar.lark import grammar_from_lark
+
+            ir = grammar_from_lark(text, start=start or "start")
+        return compile_ir(ir, info, limits=limits, cache=False)
+
+    return _cached(cache, ("grammar", syntax, start, text, limits, info.fingerprint), build)
 
 
 def compile_regex(
-    pattern: str, tokenizer: Any, *, limits: CompileLimits | None = None
+    pattern: str,
+    tokenizer: Any,
+    *,
+    limits: CompileLimits | None = None,
+    cache: bool = True,
 ) -> CompiledGrammar:
     """Compile a Python-syntax regular expression; the whole output must match it."""
     from grammarsd.grammar.regex import grammar_from_regex
 
-    return compile_ir(grammar_from_regex(pattern), tokenizer, limits=limits)
+    info = _as_tokenizer_info(tokenizer)
+
+    def build() -> CompiledGrammar:
+        return compile_ir(grammar_from_regex(pattern), info, limits=limits, cache=False)
+
+    return _cached(cache, ("regex", pattern, limits, info.fingerprint), build)
 
 
 def compile_json_schema(
@@ -137,6 +225,7 @@ def compile_json_schema(
     *,
     registry: Any = None,
     limits: CompileLimits | None = None,
+    cache: bool = True,
     **options: Any,
 ) -> CompiledGrammar:
     """Compile a JSON Schema for ``tokenizer``.
@@ -147,14 +236,25 @@ def compile_json_schema(
     ``ValueError``. ``registry`` (a ``referencing.Registry``) resolves remote ``$ref``.
     Keywords that cannot be enforced exactly raise ``SchemaUnsupportedError``.
     """
-    from grammarsd.grammar.json_schema import JsonSchemaOptions, schema_to_grammar
+    from grammarsd.grammar.json_schema import JsonSchemaOptions, resolve_schema, schema_to_grammar
 
     opts = JsonSchemaOptions.from_dict(options)
-    grammar = schema_to_grammar(schema, options=opts, registry=registry)
-    return compile_ir(grammar, tokenizer, limits=limits)
+    info = _as_tokenizer_info(tokenizer)
+    resolved = resolve_schema(schema)
+
+    def build() -> CompiledGrammar:
+        grammar = schema_to_grammar(resolved, options=opts, registry=registry)
+        return compile_ir(grammar, info, limits=limits, cache=False)
+
+    if registry is not None:  # a registry is not hashable content: never cache
+        return build()
+    key = ("json", json.dumps(resolved, sort_keys=True), opts, limits, info.fingerprint)
+    return _cached(cache, key, build)
 
 
 __all__ = [
+    "COMPILE_CACHE",
+    "CompileCache",
     "CompiledGrammar",
     "compile_grammar",
     "compile_ir",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from grammarsd.errors import MatcherError
+from grammarsd.errors import LimitExceededError, MatcherError
 from grammarsd.matcher import _kernels as K
 from grammarsd.matcher.runtime import runtime
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 _INITIAL_POSITIONS = 256
 _INITIAL_ITEMS = 4096
 _INITIAL_HASH = 1024
+_MAX_ITEMS = 1 << 28  # 2 GiB of chart: past this an input is pathological, not useful
 
 
 def _new_state(num_terminals: int) -> K.State:
@@ -87,8 +88,11 @@ class GrammarMatcher:
             if r == K.MISSING:
                 self._runtime.cache.ensure(int(self._state.meta[K.MISS]))
             elif r == K.OVERFLOW:
-                if self._state.items.shape[0] > 1 << 30:
-                    raise MatcherError("matcher state exceeded 2**30 items")
+                if self._state.items.shape[0] >= _MAX_ITEMS:
+                    raise LimitExceededError(
+                        f"the parse chart would exceed {_MAX_ITEMS} items",
+                        hint="the grammar is highly ambiguous for this input; simplify it",
+                    )
                 self._state = _grown(self._state)
             else:
                 return r

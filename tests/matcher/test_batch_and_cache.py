@@ -1,0 +1,77 @@
+"""Batched mask filling on threads and the compile cache."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import grammarsd as gs
+from grammarsd.compiler.compiled import CompileCache
+from grammarsd.matcher.batch import fill_next_token_bitmasks
+from grammarsd.tokenizer.info import TokenizerInfo
+
+PIECES = [b"", b"{", b"}", b"a", b"b", b'"', b'"a', b"a}", b"{}", b" ", b'":', b"1", b"12", b","]
+VOCAB = TokenizerInfo.from_token_bytes(PIECES, eos_ids=[0], special_ids=[0])
+SCHEMA = {
+    "type": "object",
+    "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+    "required": ["a"],
+}
+
+
+def _matchers(n: int) -> list[gs.GrammarMatcher]:
+    compiled = gs.compile_json_schema(SCHEMA, VOCAB)
+    rng = random.Random(0)
+    out = []
+    for i in range(n):
+        m = compiled.matcher()
+        for _ in range(i):
+            ids = [t for t in m.allowed_token_ids() if t != 0]
+            if not ids:
+                break
+            m.accept_token(int(rng.choice(ids)))
+        out.append(m)
+    return out
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_batch_fill_equals_one_by_one(threads: int) -> None:
+    matchers = _matchers(8)
+    batch = gs.allocate_token_bitmask(len(matchers), VOCAB.vocab_size)
+    need = fill_next_token_bitmasks(matchers, batch, num_threads=threads)
+    for i, m in enumerate(matchers):
+        single = gs.allocate_token_bitmask(1, VOCAB.vocab_size)
+        assert need[i] == m.fill_next_token_bitmask(single)
+        assert np.array_equal(batch[i].numpy(), single[0].numpy())
+
+
+def test_batch_fill_with_indices_and_errors() -> None:
+    matchers = _matchers(3)
+    batch = gs.allocate_token_bitmask(5, VOCAB.vocab_size)
+    before = batch.clone()
+    fill_next_token_bitmasks(matchers, batch, indices=[4, 0, 2])
+    assert np.array_equal(batch[1].numpy(), before[1].numpy())  # untouched rows stay
+    with pytest.raises(gs.MatcherError):
+        fill_next_token_bitmasks([matchers[0], matchers[0]], batch)
+    with pytest.raises(gs.MatcherError):
+        fill_next_token_bitmasks(matchers, batch, indices=[0])
+
+
+def test_compile_cache_reuses_and_distinguishes() -> None:
+    a = gs.compile_json_schema(SCHEMA, VOCAB)
+    assert gs.compile_json_schema(dict(SCHEMA), VOCAB) is a  # same content, new dict
+    assert gs.compile_json_schema(SCHEMA, VOCAB, cache=False) is not a
+    assert gs.compile_json_schema(SCHEMA, VOCAB, whitespace="compact") is not a
+    assert gs.compile_regex("a+", VOCAB) is gs.compile_regex("a+", VOCAB)
+    assert gs.compile_regex("a+", VOCAB) is not gs.compile_regex("b+", VOCAB)
+
+
+def test_compile_cache_is_bounded_by_memory() -> None:
+    cache = CompileCache(max_bytes=1)
+    first = cache.get_or_compile(("x",), lambda: gs.compile_regex("a+", VOCAB, cache=False))
+    cache.get_or_compile(("y",), lambda: gs.compile_regex("b+", VOCAB, cache=False))
+    assert len(cache) == 1  # the newest entry always stays
+    assert cache.get_or_compile(("x",), lambda: first) is first
+    assert cache.misses == 3 and cache.hits == 0
