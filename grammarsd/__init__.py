@@ -9,8 +9,11 @@ grammarsd.apply_token_bitmask_inplace(logits, bitmask)      # disallowed logits 
 m.accept_token(token_id)
 """
 
+from grammarsd.api.decorators import Tool, ToolCall, choose_tool, grammar
+from grammarsd.api.generate import generate, generate_batch, generate_result, stream
 from grammarsd.api.hf import GBNF, Lark, LogitsProcessor, Regex
 from grammarsd.api.models import LoadedModel, load_model, load_tokenizer
+from grammarsd.api.result import GenerationStats, Result
 from grammarsd.compiler.compiled import (
     CompiledGrammar,
     compile_grammar,
@@ -46,6 +49,7 @@ __all__ = [
     "CompileLimits",
     "CompiledGrammar",
     "EmptyLanguageError",
+    "GenerationStats",
     "GBNF",
     "Grammar",
     "GrammarError",
@@ -63,17 +67,26 @@ __all__ = [
     "ModelLoadError",
     "OutputValidationError",
     "Regex",
+    "Result",
     "SchemaUnsupportedError",
     "TokenizerError",
     "TokenizerInfo",
+    "Tool",
+    "ToolCall",
     "UnsupportedSyntaxError",
     "__version__",
     "allocate_token_bitmask",
     "apply_token_bitmask_inplace",
+    "choose_tool",
     "compile_grammar",
     "compile_ir",
     "compile_json_schema",
     "compile_regex",
+    "generate",
+    "generate_batch",
+    "generate_result",
+    "grammar",
     "load_model",
     "load_tokenizer",
+    "stream",
 ]

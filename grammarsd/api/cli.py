@@ -3,9 +3,16 @@
 Subcommands:
 
 ``demo``
-    Load a model (default SmolLM2), apply its chat template, show the prompt's token ids with
-    their exact bytes, and stream a short greedy, KV-cached continuation with load time and
-    tokens/s.
+    Load a model (default SmolLM2), show the chat-formatted prompt's token ids with their exact
+    bytes, stream a short greedy answer, then run structured generation: a Pydantic model
+    extracted from a sentence (printed as the validated object), a regex and a Lark grammar.
+
+``generate PROMPT [--schema FILE | --regex R | --grammar FILE_OR_NAME | --choices a,b]``
+    Stream a (constrained) generation to the terminal (``grammarsd.api.generate.stream``).
+
+``bench maskbench DATA_DIR``
+    MaskBench: per-schema token-mask correctness and speed of grammarsd and its peers
+    (``grammarsd.bench.maskbench``).
 
 To add a subcommand, write ``_add_<name>(subparsers)`` that registers its arguments and sets
 ``func`` to a ``(args, out) -> int`` handler, and list it in :data:`_SUBCOMMANDS`.
@@ -14,7 +21,6 @@ To add a subcommand, write ``_add_<name>(subparsers)`` that registers its argume
 from __future__ import annotations
 
 import argparse
-import codecs
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -61,8 +67,6 @@ def _add_demo(subparsers: Any) -> None:
 
 
 def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
-    import torch
-
     from grammarsd.api.models import load_model
 
     if args.max_new_tokens < 1:
@@ -81,35 +85,110 @@ def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
         shown = lm.tokenizer.convert_ids_to_tokens(i) if i in special else info.token_bytes[i]
         out.write(f"  {i:>6}: {shown!r}\n")
 
-    out.write("continuation: ")
-    out.flush()
-    text = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    eos = set(info.eos_ids)
-    generated = 0
-    start = time.perf_counter()
-    with torch.inference_mode():
-        step = lm.model(torch.tensor([ids], device=lm.device), use_cache=True)
-        while True:
-            token = int(step.logits[0, -1].argmax())
-            generated += 1
-            if token in eos:
-                break
-            out.write(text.decode(info.token_bytes[token]))
-            out.flush()
-            if generated == args.max_new_tokens:
-                break
-            step = lm.model(
-                torch.tensor([[token]], device=lm.device),
-                past_key_values=step.past_key_values,
-                use_cache=True,
-            )
-    elapsed = time.perf_counter() - start
-    out.write(text.decode(b"", final=True))
-    rate = generated / elapsed
-    out.write(
-        f"\n[{generated} tokens in {elapsed:.2f} s: {rate:.1f} tokens/s, greedy, KV-cached]\n"
-    )
+    out.write("answer: ")
+    _stream_to(out, lm, args.prompt, {"max_tokens": args.max_new_tokens})
+    for title, prompt, options in _demo_examples():
+        out.write(f"\n{title}\n  prompt: {prompt}\n  output: ")
+        result = _stream_to(out, lm, prompt, options)
+        if result is not None and not isinstance(result.value, str):
+            out.write(f"  value:  {result.value!r}\n")
     return 0
+
+
+def _demo_examples() -> list[tuple[str, str, dict[str, Any]]]:
+    """The structured part of the demo: (title, prompt, generate options)."""
+    import pydantic
+
+    class Person(pydantic.BaseModel):
+        name: str = pydantic.Field(max_length=24)
+        age: int = pydantic.Field(ge=0, le=120)
+        city: str = pydantic.Field(max_length=24)
+
+    return [
+        (
+            "schema=Person (a Pydantic model; returns a validated instance)",
+            "Extract the person as JSON: Maria Lopez is 34 years old and lives in Madrid.",
+            {"schema": Person, "json_options": {"whitespace": "compact"}, "max_tokens": 80},
+        ),
+        (
+            r"regex=r'\d{4}-\d{2}-\d{2}'",
+            "When did the Apollo 11 astronauts land on the Moon? Give the date.",
+            {"regex": r"\d{4}-\d{2}-\d{2}", "max_tokens": 20},
+        ),
+        (
+            "grammar='sql_select.lark' (a bundled Lark grammar)",
+            "Write an SQL query that lists the names of users older than 30.",
+            {"grammar": "sql_select.lark", "max_tokens": 60},
+        ),
+    ]
+
+
+def _stream_to(out: TextIO, lm: Any, prompt: str, options: dict[str, Any]) -> Any:
+    """Stream one generation to ``out`` with a rate line; returns its ``Result`` (None on a
+    generation error, which is reported inline)."""
+    from grammarsd.api.generate import stream
+    from grammarsd.errors import GenerationError
+
+    start = time.perf_counter()
+    pieces = stream(lm, prompt, **options)
+    try:
+        while True:
+            out.write(next(pieces))
+            out.flush()
+    except StopIteration as stop:
+        result = stop.value
+    except GenerationError as exc:
+        out.write(f"\n  [{type(exc).__name__}: {exc.message}]\n")
+        return None
+    elapsed = time.perf_counter() - start
+    n = result.stats.tokens
+    out.write(
+        f"\n  [{n} tokens in {elapsed:.2f} s: {n / elapsed:.1f} tokens/s, "
+        f"{result.stats.forced_tokens} forced, finish {result.finish_reason}]\n"
+    )
+    return result
+
+
+def _add_generate(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "generate",
+        help="stream a (constrained) generation",
+        description="Generate from PROMPT, optionally constrained by a JSON Schema file, a regex, "
+        "a grammar (Lark/GBNF file or bundled name) or a list of choices, streaming the output.",
+    )
+    p.add_argument("prompt", help="the user message")
+    spec = p.add_mutually_exclusive_group()
+    spec.add_argument("--schema", metavar="FILE", help="JSON Schema file")
+    spec.add_argument("--regex", metavar="R", help="Python regex for the whole output")
+    spec.add_argument("--grammar", metavar="FILE_OR_NAME", help="Lark/GBNF file or bundled name")
+    spec.add_argument("--choices", metavar="A,B,...", help="comma-separated alternatives")
+    p.add_argument("--model", default=None, help="built-in name, path or hub id (default: smollm2)")
+    p.add_argument("--max-tokens", type=int, default=256, help="token budget (>= 1)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    p.add_argument("--seed", type=int, default=None, help="noise seed for sampling")
+    p.set_defaults(func=_run_generate)
+
+
+def _run_generate(args: argparse.Namespace, out: TextIO) -> int:
+    import json
+    from pathlib import Path
+
+    from grammarsd.api.models import load_model
+
+    options: dict[str, Any] = {
+        "max_tokens": args.max_tokens, "temperature": args.temperature, "seed": args.seed
+    }
+    if args.schema is not None:
+        options["schema"] = json.loads(Path(args.schema).read_text(encoding="utf-8"))
+    elif args.regex is not None:
+        options["regex"] = args.regex
+    elif args.grammar is not None:
+        path = Path(args.grammar)
+        options["grammar"] = path.read_text(encoding="utf-8") if path.is_file() else args.grammar
+    elif args.choices is not None:
+        options["choices"] = args.choices.split(",")
+    lm = load_model(args.model)
+    return 0 if _stream_to(out, lm, args.prompt, options) is not None else 1
 
 
 def _prompt_ids(tokenizer: Any, prompt: str) -> list[int]:
@@ -123,4 +202,4 @@ def _prompt_ids(tokenizer: Any, prompt: str) -> list[int]:
     return list(tokenizer.encode(prompt, add_special_tokens=True))
 
 
-_SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_demo,)
+_SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_demo, _add_generate)
