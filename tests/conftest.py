@@ -6,11 +6,17 @@ Tests that need the SmolLM2 weights are marked ``@pytest.mark.model``; keep them
 
 from __future__ import annotations
 
-import pytest
+import os
 
-from grammarsd.api.models import LoadedModel, load_model
-from grammarsd.testing import tokenizer_info
-from grammarsd.tokenizer import TokenizerInfo
+# Out-of-bounds accesses in numba kernels raise IndexError under test instead of corrupting memory
+# (must be set before numba is imported; kernels compiled this way are cached separately).
+os.environ.setdefault("NUMBA_BOUNDSCHECK", "1")
+
+import pytest  # noqa: E402
+
+from grammarsd.api.models import LoadedModel, load_model  # noqa: E402
+from grammarsd.testing import tokenizer_info  # noqa: E402
+from grammarsd.tokenizer import TokenizerInfo  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -3,15 +3,16 @@
 Everything is flat arrays (see ``compiler.tables`` for the grammar side). The parse state after
 ``pos`` bytes is the Earley chart, stored as append-only arrays indexed by byte position:
 
+    (every per-position array has the same length P + 2; kernels check capacity on bounds alone)
     bounds   int64 [P + 2, 2]  Earley set p is items[bounds[p, 0]:bounds[p + 1, 0]]; the live terminal
                                scans after p bytes are scans[bounds[p, 1]:bounds[p + 1, 1]]
-    acc      uint8 [P + 1]     the first p bytes form a complete string of the language
+    acc      uint8 [P + 2]     the first p bytes form a complete string of the language
     items    int32 [C, 2]      (dotted item, origin position) of each Earley item
     scans    int32 [CS, 2]     (DFA state, origin position) of each terminal being scanned
     htab     int64 [H, 3]      (stamp, item, origin): de-duplicates items while one set is built
     tstamp   int64 [T]         de-duplicates the scans one set starts
-    pend     uint8 [P + 1]     set p's Earley closure is postponed (its seed items are stored)
-    pmask    uint64 [P + 1, 4] bytes that would need that closure (FOLLOW of what completed)
+    pend     uint8 [P + 2]     set p's Earley closure is postponed (its seed items are stored)
+    pmask    uint64 [P + 2, 4] bytes that would need that closure (FOLLOW of what completed)
     meta     int64 [3]         [current position, stamp counter, missing cache state]
 
 Stepping a byte only appends above the current position, and the end of set ``p`` is stored in

@@ -26,15 +26,16 @@ _MAX_ITEMS = 1 << 28  # 2 GiB of chart: past this an input is pathological, not 
 
 
 def _new_state(num_terminals: int) -> K.State:
+    # every per-position array has bounds' length: the kernels check capacity on bounds alone
     return K.State(
         bounds=np.zeros((_INITIAL_POSITIONS + 2, 2), dtype=np.int64),
-        acc=np.zeros(_INITIAL_POSITIONS + 1, dtype=np.uint8),
+        acc=np.zeros(_INITIAL_POSITIONS + 2, dtype=np.uint8),
         items=np.zeros((_INITIAL_ITEMS, 2), dtype=np.int32),
         scans=np.zeros((_INITIAL_ITEMS, 2), dtype=np.int32),
         htab=np.zeros((_INITIAL_HASH, 3), dtype=np.int64),
         tstamp=np.zeros(max(num_terminals, 1), dtype=np.int64),
-        pend=np.zeros(_INITIAL_POSITIONS + 1, dtype=np.uint8),
-        pmask=np.zeros((_INITIAL_POSITIONS + 1, 4), dtype=np.uint64),
+        pend=np.zeros(_INITIAL_POSITIONS + 2, dtype=np.uint8),
+        pmask=np.zeros((_INITIAL_POSITIONS + 2, 4), dtype=np.uint64),
         meta=np.zeros(3, dtype=np.int64),
     )
 
