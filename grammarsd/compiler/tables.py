@@ -100,48 +100,90 @@ class EarleyTables:
 # --------------------------------------------------------------------------- regular analysis
 
 
-def _size(expr: Expr) -> int:
-    return 1 + sum(_size(c) for c in children(expr))
+def _local_size_and_refs(expr: Expr) -> tuple[int, list[str]]:
+    """Node count of ``expr`` not counting referenced rules, and the rules it references."""
+    size = 0
+    refs: list[str] = []
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        size += 1
+        if isinstance(e, Ref):
+            refs.append(e.name)
+        stack.extend(children(e))
+    return size, refs
 
 
 def _regular_bodies(grammar: Grammar, limits: CompileLimits) -> dict[str, Expr]:
     """Rules whose language is regular by construction, with their references inlined.
 
-    A rule is regular when it cannot reach itself and all rules it references are regular, and its
-    inlined body stays under ``limits.max_terminal_size`` nodes (bigger ones are split structurally).
+    A rule is regular when it cannot reach itself, all rules it references are regular, and its
+    inlined body stays under ``limits.max_terminal_size`` nodes (bigger ones are split
+    structurally). Works bottom-up over the rule graph without recursion across rules, so long
+    chains of rules (one per JSON property, say) cost no stack depth.
     """
-    done: dict[str, Expr | None] = {}
+    local = {name: _local_size_and_refs(body) for name, body in grammar.rules.items()}
+    # Tarjan's strongly connected components, iteratively; emits SCCs callees-first
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
     on_stack: set[str] = set()
+    stack: list[str] = []
+    order: list[list[str]] = []
+    for root in grammar.rules:
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            node, i = work.pop()
+            if i == 0:
+                index[node] = low[node] = len(index)
+                stack.append(node)
+                on_stack.add(node)
+            refs = local[node][1]
+            if i < len(refs):
+                work.append((node, i + 1))
+                nxt = refs[i]
+                if nxt not in index:
+                    work.append((nxt, 0))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            for r in refs:
+                if r in on_stack:
+                    low[node] = min(low[node], low[r])
+            if low[node] == index[node]:
+                scc = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    scc.append(w)
+                    if w == node:
+                        break
+                order.append(scc)
+    size: dict[str, int] = {}
+    regular: dict[str, Expr] = {}
+    for scc in order:  # callees first
+        name = scc[0]
+        own, refs = local[name]
+        if len(scc) > 1 or name in refs or any(r not in regular for r in refs):
+            continue
+        total = own + sum(size[r] for r in refs)
+        if total > limits.max_terminal_size:
+            continue
+        size[name] = total
+        regular[name] = _inline(grammar.rules[name], regular)
+    return regular
 
-    def visit(name: str) -> Expr | None:
-        if name in done:
-            return done[name]
-        if name in on_stack:  # recursion: not regular (and neither is anything on the cycle)
-            return None
-        on_stack.add(name)
-        body = inline(grammar.rules[name])
-        on_stack.discard(name)
-        if body is not None and _size(body) > limits.max_terminal_size:
-            body = None
-        done[name] = body
-        return body
 
-    def inline(expr: Expr) -> Expr | None:
-        if isinstance(expr, Ref):
-            return visit(expr.name)
-        if isinstance(expr, (Seq, Choice)):
-            parts = [inline(c) for c in expr.items]
-            if any(p is None for p in parts):
-                return None
-            return type(expr)(tuple(parts))  # type: ignore[arg-type]
-        if isinstance(expr, Repeat):
-            inner = inline(expr.item)
-            return None if inner is None else Repeat(inner, expr.min, expr.max)
-        return expr
-
-    for name in grammar.rules:
-        visit(name)
-    return {n: b for n, b in done.items() if b is not None}
+def _inline(expr: Expr, regular: dict[str, Expr]) -> Expr:
+    """``expr`` with every Ref replaced by its (already inlined) regular body."""
+    if isinstance(expr, Ref):
+        return regular[expr.name]
+    if isinstance(expr, (Seq, Choice)):
+        return type(expr)(tuple(_inline(c, regular) for c in expr.items))  # type: ignore[arg-type]
+    if isinstance(expr, Repeat):
+        return Repeat(_inline(expr.item, regular), expr.min, expr.max)
+    return expr
 
 
 # --------------------------------------------------------------------------- lowering
@@ -166,6 +208,7 @@ class _Lowering:
         self.nt_names: list[str] = []
         self.prods: list[tuple[int, tuple[int, ...]]] = []
         self.rule_nt: dict[str, int] = {}
+        self.pending: list[str] = []
         self.helper_nt: dict[object, int] = {}
         self.term_id: dict[Expr, int] = {}
         self.term_exprs: list[Expr] = []
@@ -187,11 +230,20 @@ class _Lowering:
             raise GrammarTooLargeError("productions", len(self.prods), self.limits.max_productions)
 
     def rule(self, name: str) -> int:
+        """The nonterminal of rule ``name``; its body is lowered later by ``drain`` (no recursion
+        across rules, so arbitrarily long chains of rules cost no stack)."""
         if name not in self.rule_nt:
-            nt = self.rule_nt[name] = self.new_nt(name)
+            self.rule_nt[name] = self.new_nt(name)
+            self.pending.append(name)
+        return self.rule_nt[name]
+
+    def drain(self) -> None:
+        """Lower the bodies of all rules referenced so far (and those they reference)."""
+        while self.pending:
+            name = self.pending.pop()
+            nt = self.rule_nt[name]
             for alt in self.alternatives(self.grammar.rules[name]):
                 self.add_prod(nt, alt)
-        return self.rule_nt[name]
 
     def regular_expr(self, expr: Expr) -> Expr | None:
         """``expr`` with regular refs inlined, or None if it reaches a non-regular rule."""
@@ -426,6 +478,7 @@ def build_tables(
     low = _Lowering(grammar, limits, dfa_builder)
     top = low.new_nt("<start>")
     low.add_prod(top, [low.symbol(Ref(grammar.start))])
+    low.drain()
     prods, nullable_set = _trim(len(low.nt_names), low.prods, top)
 
     # renumber nonterminals and terminals that survived
