@@ -202,4 +202,19 @@ def _prompt_ids(tokenizer: Any, prompt: str) -> list[int]:
     return list(tokenizer.encode(prompt, add_special_tokens=True))
 
 
-_SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_demo, _add_generate)
+def _add_bench(subparsers: Any) -> None:
+    from grammarsd.bench.maskbench import add_arguments, run_from_args
+
+    p = subparsers.add_parser("bench", help="benchmarks against peer engines")
+    benches = p.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    mb = benches.add_parser(
+        "maskbench",
+        help="token-mask correctness and speed per JSON Schema (grammarsd vs peers)",
+        description="Run MaskBench: compile each schema, check valid and invalid instances token by "
+        "token, time every mask; resumable results, report and plots under --out.",
+    )
+    add_arguments(mb)
+    mb.set_defaults(func=run_from_args)
+
+
+_SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_demo, _add_generate, _add_bench)

@@ -1,0 +1,638 @@
+"""MaskBench runner: token-mask correctness and speed of grammarsd and its peers, schema by schema.
+
+A MaskBench data directory holds one JSON file per schema, ``{"schema": ..., "tests": [{"valid":
+bool, "data": ...}, ...]}``. Every instance is serialized with ``json.dumps(data)`` (default
+separators) and tokenized once, in the parent process, with one tokenizer (Llama-3 by default), so
+every engine sees the same token ids. For each engine and schema a worker process
+
+1. compiles the schema and fills the first mask: the **compile time** (time to first mask); the
+   engine's one-time set-up and JIT warm-up are measured apart when the worker starts;
+2. for each instance resets the matcher and, for each token, fills the mask (timed), checks that the
+   token is allowed and accepts it, then checks that EOS is allowed. A valid instance must pass every
+   check (else *valid rejected*); an invalid one must fail some check (else *invalid accepted*).
+
+A schema passes when it compiles and no instance gets a wrong answer. Statuses of one (engine,
+schema) record:
+
+``ok``             compiled and every instance ran (wrong answers are counted in the record)
+``compile_error``  the engine refused the schema (one of the engine's ``refusals``)
+``timeout``        compile plus instances took longer than the per-schema limit; the worker is killed
+``error``          any other exception, or the worker process died (a crash); the run goes on
+
+Output directory layout (``--out``), resumable: a rerun skips (engine, schema) pairs already there::
+
+    config.json            tokenizer and data directory of the run (a rerun must match)
+    results/<engine>.jsonl one record per schema (see ``SchemaRecord``)
+    warmup.jsonl           one line per worker start: set-up and warm-up seconds
+    environment.json       hardware and versions
+    report.md, *.png       written by ``grammarsd.bench.report``
+
+Workers are forked where the platform allows it (they inherit the loaded tokenizer) and spawned
+elsewhere; one worker runs at a time, so the benchmark is single-threaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+import traceback
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+import numpy as np
+
+from grammarsd.bench.engines import ENGINES, Engine, engine_class
+from grammarsd.errors import GrammarsdError
+
+Status = Literal["ok", "compile_error", "timeout", "error"]
+
+WARMUP_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "n": {"type": "integer"}},
+}
+WARMUP_TEXT = '{"name": "warm", "n": 1}'
+
+
+# -- data ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One test instance: its label and the token ids of ``json.dumps(data)``."""
+
+    valid: bool
+    tokens: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SchemaCase:
+    """One MaskBench file: ``name`` is the file name (the key of its results)."""
+
+    name: str
+    schema: Any
+    instances: tuple[Instance, ...]
+
+
+@dataclass
+class SchemaRecord:
+    """The result of one engine on one schema (one JSON line).
+
+    ``compile_s`` is the time to first mask (``None`` unless compiled); ``mask_ns`` holds every mask
+    fill in nanoseconds, in order (one per token plus one per instance for the EOS check; empty
+    unless ``status == "ok"``); ``wrong`` lists ``{"test", "kind", "at"}`` for each wrong answer,
+    ``at`` being the token index of the first failed check (``len(tokens)`` for EOS, ``None`` for an
+    invalid instance accepted). ``inconsistent`` counts tokens the mask allowed but the engine then
+    refused to accept.
+    """
+
+    schema: str
+    engine: str
+    status: Status
+    error: str | None = None
+    compile_s: float | None = None
+    n_valid: int = 0
+    n_invalid: int = 0
+    valid_rejected: int = 0
+    invalid_accepted: int = 0
+    inconsistent: int = 0
+    wrong: list[dict[str, Any]] = field(default_factory=list)
+    mask_ns: list[int] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """Compiled, ran, and gave no wrong answer."""
+        return self.status == "ok" and self.valid_rejected == 0 and self.invalid_accepted == 0
+
+
+class MaskBenchError(GrammarsdError):
+    """The benchmark cannot run: bad data directory, unreadable file, engine that cannot start.
+
+    ``path`` names the offending file or directory when there is one; for malformed JSON,
+    ``line`` and ``column`` (1-based) say where.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: Path | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.path = path
+        self.line = line
+        self.column = column
+        where = "" if path is None else f"{path}: "
+        if line is not None:
+            where = f"{path}:{line}:{column}: "
+        super().__init__(where + message, hint=hint)
+
+
+def schema_files(data_dir: Path, limit: int | None = None) -> list[Path]:
+    """The ``*.json`` files of ``data_dir``, sorted by name; with ``limit``, ``limit`` of them
+    evenly spread over that order (deterministic, so reruns select the same files).
+
+    Raises
+    ------
+    MaskBenchError
+        If ``data_dir`` is not a directory or has no ``*.json`` file.
+    """
+    if not data_dir.is_dir():
+        raise MaskBenchError("not a directory", path=data_dir)
+    files = sorted(data_dir.glob("*.json"))
+    if not files:
+        raise MaskBenchError("no *.json files", path=data_dir)
+    if limit is not None and limit < len(files):
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        files = [files[i * len(files) // limit] for i in range(limit)]
+    return files
+
+
+def load_case(path: Path, tokenizer: Any) -> SchemaCase:
+    """Read one MaskBench file and tokenize its instances (``json.dumps(data)``, no specials).
+
+    Raises
+    ------
+    MaskBenchError
+        If the file is not JSON (with line and column) or lacks ``schema`` / ``tests`` /
+        ``valid`` / ``data``.
+    """
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise MaskBenchError(f"not JSON: {e.msg}", path=path, line=e.lineno, column=e.colno) from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise MaskBenchError(f"cannot read: {e}", path=path) from e
+    if not isinstance(doc, dict) or "schema" not in doc:
+        raise MaskBenchError('not a MaskBench file: no "schema" key', path=path)
+    tests = doc.get("tests", [])
+    if not isinstance(tests, list):
+        raise MaskBenchError('"tests" is not a list', path=path)
+    instances = []
+    for i, t in enumerate(tests):
+        if not isinstance(t, dict) or not isinstance(t.get("valid"), bool) or "data" not in t:
+            raise MaskBenchError(f'tests[{i}] needs a boolean "valid" and a "data"', path=path)
+        ids = tokenizer.encode(json.dumps(t["data"]), add_special_tokens=False)
+        instances.append(Instance(valid=t["valid"], tokens=tuple(int(x) for x in ids)))
+    return SchemaCase(name=path.name, schema=doc["schema"], instances=tuple(instances))
+
+
+# -- inside a worker ----------------------------------------------------------------------------
+
+
+def _allowed(bitmask: np.ndarray, token: int) -> bool:
+    return bool((int(bitmask[0, token >> 5]) >> (token & 31)) & 1)
+
+
+def run_case(engine: Engine, case: SchemaCase, bitmask: np.ndarray) -> SchemaRecord:
+    """Compile ``case.schema`` with ``engine`` and check every instance (see the module docstring).
+
+    ``bitmask`` is the ``int32[1, ceil(V / 32)]`` buffer the matcher writes into. Exceptions in the
+    engine become ``compile_error`` (a refusal) or ``error`` records; nothing propagates.
+    """
+    rec = SchemaRecord(schema=case.name, engine=engine.name, status="ok")
+    rec.n_valid = sum(i.valid for i in case.instances)
+    rec.n_invalid = len(case.instances) - rec.n_valid
+    start = time.perf_counter()
+    try:
+        m = engine.matcher(engine.compile(case.schema), bitmask)
+        m.fill()
+    except engine.refusals as e:
+        rec.status, rec.error = "compile_error", _describe(e)
+        return rec
+    except Exception as e:
+        rec.status, rec.error = "error", f"while compiling: {_describe(e)}"
+        return rec
+    rec.compile_s = time.perf_counter() - start
+    clock = time.perf_counter_ns
+    times = rec.mask_ns
+    try:
+        for k, inst in enumerate(case.instances):
+            m.reset()
+            failed_at: int | None = None
+            for j, tok in enumerate(inst.tokens):
+                t0 = clock()
+                m.fill()
+                times.append(clock() - t0)
+                if not _allowed(bitmask, tok):
+                    failed_at = j
+                    break
+                if not m.accept(tok):
+                    rec.inconsistent += 1
+                    failed_at = j
+                    break
+            else:
+                t0 = clock()
+                m.fill()
+                times.append(clock() - t0)
+                if not _allowed(bitmask, engine.eos_id):
+                    failed_at = len(inst.tokens)
+            if inst.valid and failed_at is not None:
+                rec.valid_rejected += 1
+                rec.wrong.append({"test": k, "kind": "valid_rejected", "at": failed_at})
+            elif not inst.valid and failed_at is None:
+                rec.invalid_accepted += 1
+                rec.wrong.append({"test": k, "kind": "invalid_accepted", "at": None})
+    except Exception as e:
+        return SchemaRecord(
+            schema=case.name,
+            engine=engine.name,
+            status="error",
+            error=f"while matching: {_describe(e)}",
+            compile_s=rec.compile_s,
+        )
+    return rec
+
+
+def _describe(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}"
+    return text if len(text) <= 2000 else text[:2000] + "..."
+
+
+def _warm_up(engine: Engine, tokenizer: Any) -> float:
+    """Compile a small schema and run one instance; returns seconds (JIT, caches, first calls)."""
+    start = time.perf_counter()
+    bitmask = np.zeros((1, (engine.vocab_size + 31) // 32), dtype=np.int32)
+    ids = tuple(tokenizer.encode(WARMUP_TEXT, add_special_tokens=False))
+    rec = run_case(engine, SchemaCase("warm-up", WARMUP_SCHEMA, (Instance(True, ids),)), bitmask)
+    if not rec.passed:
+        raise RuntimeError(f"warm-up failed: {rec.status} {rec.error or rec.wrong}")
+    return time.perf_counter() - start
+
+
+_TOKENIZERS: dict[str, Any] = {}
+
+
+def _tokenizer(name: str) -> Any:
+    """The tokenizer ``name`` (a ``grammarsd.load_tokenizer`` argument), loaded once per process;
+    forked workers inherit the parent's."""
+    if name not in _TOKENIZERS:
+        from grammarsd.api.models import load_tokenizer
+
+        _TOKENIZERS[name] = load_tokenizer(name)
+    return _TOKENIZERS[name]
+
+
+def _worker_main(conn: Connection, engine_spec: str, tokenizer_name: str) -> None:
+    """Worker loop: set up, report ``("ready", info)``, then answer each case with a record."""
+    os.environ.setdefault("RAYON_NUM_THREADS", "1")  # single-threaded peers (Rust thread pools)
+    try:
+        tokenizer = _tokenizer(tokenizer_name)
+        start = time.perf_counter()
+        engine = engine_class(engine_spec)(tokenizer)
+        setup_s = time.perf_counter() - start
+        warmup_s = _warm_up(engine, tokenizer)
+    except BaseException:
+        conn.send(("failed", traceback.format_exc(limit=8)))
+        return
+    conn.send(("ready", {"engine": engine.name, "setup_s": setup_s, "warmup_s": warmup_s}))
+    bitmask = np.zeros((1, (engine.vocab_size + 31) // 32), dtype=np.int32)
+    while True:
+        case = conn.recv()
+        if case is None:
+            return
+        conn.send(asdict(run_case(engine, case, bitmask)))
+
+
+# -- in the parent ------------------------------------------------------------------------------
+
+
+class _Worker:
+    """A worker process for one engine, restarted after a timeout or crash."""
+
+    def __init__(self, engine_spec: str, tokenizer_name: str, setup_timeout_s: float) -> None:
+        self.engine_spec = engine_spec
+        self.tokenizer_name = tokenizer_name
+        self.setup_timeout_s = setup_timeout_s
+        self._proc: Any = None
+        self._conn: Connection | None = None
+
+    def start(self) -> dict[str, Any]:
+        """Start the process and wait for it to be ready; returns its set-up timings."""
+        method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+        ctx: Any = mp.get_context(method)
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(
+            target=_worker_main, args=(child, self.engine_spec, self.tokenizer_name), daemon=True
+        )
+        proc.start()
+        child.close()
+        self._proc, self._conn = proc, parent
+        if not parent.poll(self.setup_timeout_s):
+            self.kill()
+            raise MaskBenchError(
+                f"engine {self.engine_spec!r} did not start within {self.setup_timeout_s:.0f} s"
+            )
+        try:
+            kind, info = parent.recv()
+        except EOFError:
+            code = proc.exitcode
+            self.kill()
+            raise MaskBenchError(
+                f"engine {self.engine_spec!r} worker died while starting (exit code {code})"
+            ) from None
+        if kind != "ready":
+            self.kill()
+            raise MaskBenchError(
+                f"engine {self.engine_spec!r} cannot start:\n{info}",
+                hint="install the bench extra (pip install 'grammarsd[bench]') or leave the "
+                "engine out of --engines",
+            )
+        return dict(info)
+
+    def run(self, case: SchemaCase, timeout_s: float, engine_name: str) -> SchemaRecord:
+        """Run one case; a timeout or a dead worker becomes the case's record (and the worker is
+        killed, to be restarted by the next ``run``)."""
+        if self._conn is None:
+            raise RuntimeError("worker not started")
+        conn = self._conn
+        try:
+            conn.send(case)
+            if conn.poll(timeout_s):
+                return SchemaRecord(**conn.recv())
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            self._proc.join(5)
+            code = self._proc.exitcode
+            self.kill()
+            return SchemaRecord(
+                case.name, engine_name, "error", error=f"worker died (exit code {code})"
+            )
+        self.kill()
+        return SchemaRecord(case.name, engine_name, "timeout", error=f"over {timeout_s:g} s")
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.is_alive()
+
+    def kill(self) -> None:
+        """Kill this worker's process (only ours) and forget it."""
+        if self._proc is not None:
+            if self._proc.is_alive():
+                self._proc.kill()
+            self._proc.join()
+        if self._conn is not None:
+            self._conn.close()
+        self._proc, self._conn = None, None
+
+    def close(self) -> None:
+        """Ask the worker to finish, then make sure it is gone."""
+        if self._conn is not None and self.alive:
+            try:
+                self._conn.send(None)
+                self._proc.join(10)
+            except (BrokenPipeError, OSError):
+                pass
+        self.kill()
+
+
+@dataclass(frozen=True)
+class MaskBenchConfig:
+    """One benchmark run.
+
+    Attributes
+    ----------
+    data_dir : the MaskBench directory (``*.json`` files).
+    out_dir : where results go (created; reused to resume).
+    engines : engine names (see ``grammarsd.bench.engines.ENGINES``) or ``"module:attr"`` specs.
+    limit : run this many schemas, spread evenly over the sorted file list (``None``: all).
+    timeout_s : per (engine, schema) limit on compile plus all instances, in seconds.
+    tokenizer : a ``grammarsd.load_tokenizer`` name or path (``"llama3"`` is MaskBench's).
+    progress : show a tqdm progress bar on stderr.
+    """
+
+    data_dir: Path
+    out_dir: Path
+    engines: tuple[str, ...] = tuple(ENGINES)
+    limit: int | None = None
+    timeout_s: float = 60.0
+    tokenizer: str = "llama3"
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.engines:
+            raise ValueError("no engines given")
+        if self.timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
+
+
+def results_path(out_dir: Path, engine: str) -> Path:
+    """The JSON-lines file of ``engine``'s records under ``out_dir``."""
+    return out_dir / "results" / f"{engine}.jsonl"
+
+
+def read_records(path: Path) -> Iterator[SchemaRecord]:
+    """The records of one results file (none when it does not exist).
+
+    Raises
+    ------
+    MaskBenchError
+        If a line is not a record (with its line number).
+    """
+    if not path.exists():
+        return
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            yield SchemaRecord(**json.loads(line))
+        except (json.JSONDecodeError, TypeError) as e:
+            raise MaskBenchError(f"not a result record: {e}", path=path, line=n, column=1) from e
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut an unfinished last line (a run killed mid-write) so that appending stays valid."""
+    if path.exists():
+        data = path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            path.write_bytes(data[: data.rfind(b"\n") + 1])
+
+
+def _check_config(cfg: MaskBenchConfig) -> None:
+    """Refuse to mix results of different tokenizers in one output directory."""
+    path = cfg.out_dir / "config.json"
+    mine = {"tokenizer": cfg.tokenizer, "data_dir": str(cfg.data_dir.resolve())}
+    if path.exists():
+        theirs = json.loads(path.read_text(encoding="utf-8"))
+        if theirs.get("tokenizer") != mine["tokenizer"]:
+            raise MaskBenchError(
+                f"results here are for tokenizer {theirs.get('tokenizer')!r}, not "
+                f"{cfg.tokenizer!r}",
+                path=cfg.out_dir,
+                hint="use another --out directory",
+            )
+    path.write_text(json.dumps(mine, indent=2) + "\n", encoding="utf-8")
+
+
+def run_maskbench(cfg: MaskBenchConfig) -> dict[str, list[SchemaRecord]]:
+    """Run (or resume) the benchmark; returns each engine's records for the selected schemas.
+
+    Records are appended to ``results/<engine>.jsonl`` as they finish, so an interrupted run loses
+    at most the schema in flight. Engine set-up and warm-up timings go to ``warmup.jsonl``.
+
+    Raises
+    ------
+    MaskBenchError
+        Bad data (missing directory, a file that is not JSON, ...) before anything runs, or an
+        engine whose worker cannot start.
+    """
+    files = schema_files(cfg.data_dir, cfg.limit)
+    tokenizer = _tokenizer(cfg.tokenizer)
+    cases = [load_case(p, tokenizer) for p in files]
+    cfg.out_dir.mkdir(parents=True, exist_ok=True)
+    (cfg.out_dir / "results").mkdir(exist_ok=True)
+    _check_config(cfg)
+    names = [engine_class(spec).name for spec in cfg.engines]
+    for name in names:
+        _drop_torn_tail(results_path(cfg.out_dir, name))
+    done = {
+        name: {r.schema: r for r in read_records(results_path(cfg.out_dir, name))} for name in names
+    }
+    todo = [
+        (spec, name, c)
+        for spec, name in zip(cfg.engines, names, strict=True)
+        for c in cases
+        if c.name not in done[name]
+    ]
+    bar = _progress(len(cases) * len(names), len(cases) * len(names) - len(todo), cfg.progress)
+    try:
+        for spec, name in zip(cfg.engines, names, strict=True):
+            mine = [c for s, _, c in todo if s == spec]
+            if mine:
+                _run_engine(cfg, spec, name, mine, done[name], bar)
+    finally:
+        bar.close()
+    return {name: [done[name][c.name] for c in cases] for name in names}
+
+
+def _run_engine(
+    cfg: MaskBenchConfig,
+    spec: str,
+    name: str,
+    cases: list[SchemaCase],
+    done: dict[str, SchemaRecord],
+    bar: Any,
+) -> None:
+    worker = _Worker(spec, cfg.tokenizer, setup_timeout_s=max(300.0, cfg.timeout_s))
+    bar.set_description(name)
+    try:
+        with results_path(cfg.out_dir, name).open("a", encoding="utf-8") as out:
+            for case in cases:
+                if not worker.alive:
+                    info = worker.start()
+                    with (cfg.out_dir / "warmup.jsonl").open("a", encoding="utf-8") as w:
+                        w.write(json.dumps(info) + "\n")
+                rec = worker.run(case, cfg.timeout_s, name)
+                if rec.status in ("timeout", "error") and cfg.progress:
+                    bar.write(f"{name} {case.name}: {rec.status} {rec.error or ''}".rstrip()[:300])
+                out.write(json.dumps(asdict(rec)) + "\n")
+                out.flush()
+                done[case.name] = rec
+                bar.update(1)
+    finally:
+        worker.close()
+
+
+class _NoBar:
+    def update(self, n: int) -> None: ...
+    def set_description(self, text: str) -> None: ...
+    def write(self, text: str) -> None: ...
+    def close(self) -> None: ...
+
+
+def _progress(total: int, initial: int, enabled: bool) -> Any:
+    if not enabled:
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, unit="schema", dynamic_ncols=True)
+
+
+# -- command line -------------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the MaskBench arguments on ``parser`` (shared by the script and the CLI)."""
+    parser.add_argument("data_dir", type=Path, help="MaskBench directory of *.json files")
+    parser.add_argument("--limit", type=int, default=None, help="run N schemas, evenly spread")
+    parser.add_argument(
+        "--engines",
+        default=",".join(ENGINES),
+        help=f"comma-separated engines (default: {','.join(ENGINES)}); 'module:attr' for custom",
+    )
+    parser.add_argument("--out", type=Path, default=Path("maskbench-out"), help="results directory")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per schema and engine")
+    parser.add_argument("--tokenizer", default="llama3", help="tokenizer (default: llama3)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run_from_args(args: argparse.Namespace, out: TextIO) -> int:
+    """Run the benchmark described by parsed ``args``, print the report to ``out``; exit status."""
+    from grammarsd.bench.report import write_report
+
+    engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
+    try:  # usage errors: exit 2 with the reason, like argparse
+        for spec in engines:
+            engine_class(spec)
+        if args.limit is not None and args.limit < 1:
+            raise ValueError(f"--limit must be >= 1, got {args.limit}")
+        if args.timeout <= 0:
+            raise ValueError(f"--timeout must be > 0, got {args.timeout}")
+        if not engines:
+            raise ValueError("--engines is empty")
+    except (ValueError, ImportError) as e:
+        print(f"maskbench: {e}", file=sys.stderr)
+        return 2
+    cfg = MaskBenchConfig(
+        data_dir=args.data_dir,
+        out_dir=args.out,
+        engines=engines,
+        limit=args.limit,
+        timeout_s=args.timeout,
+        tokenizer=args.tokenizer,
+        progress=not args.no_progress,
+    )
+    start = time.perf_counter()
+    records = run_maskbench(cfg)
+    elapsed = time.perf_counter() - start
+    out.write(write_report(cfg, records, run_seconds=elapsed))
+    out.write(f"\nresults, report and plots in {cfg.out_dir}/ ({elapsed:.0f} s this run)\n")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python bench/maskbench.py DATA_DIR [--limit N] [--engines ...] [--out DIR] ...``."""
+    parser = argparse.ArgumentParser(
+        prog="maskbench", description="MaskBench: token-mask correctness and speed per engine."
+    )
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run_from_args(args, sys.stdout)
+    except GrammarsdError as e:
+        print(f"maskbench: error: {e}", file=sys.stderr)
+        return 1
+
+
+__all__ = [
+    "Instance",
+    "MaskBenchConfig",
+    "MaskBenchError",
+    "SchemaCase",
+    "SchemaRecord",
+    "add_arguments",
+    "load_case",
+    "main",
+    "read_records",
+    "results_path",
+    "run_case",
+    "run_from_args",
+    "run_maskbench",
+    "schema_files",
+]
