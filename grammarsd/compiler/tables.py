@@ -32,6 +32,8 @@ Flat layout (``EarleyTables``; ``sym >= 0`` is a nonterminal, ``sym < 0`` is ter
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -464,6 +466,39 @@ def _follow_bytes(
     return out
 
 
+class _DfaCache:
+    """Byte DFAs of terminals, shared across grammars (LRU bounded by total DFA states).
+
+    The same lexemes recur in every JSON schema (string values with all their escape spellings,
+    numbers, whitespace), so most terminals of a new schema are already built.
+    """
+
+    def __init__(self, max_states: int = 50_000) -> None:
+        self.max_states = max_states
+        self._items: OrderedDict[tuple[Expr, int], ByteDFA] = OrderedDict()
+        self._states = 0
+        self._lock = threading.Lock()
+
+    def get(self, expr: Expr, max_states: int) -> ByteDFA:
+        key = (expr, max_states)
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        dfa = build_byte_dfa(expr, nonempty=True, max_states=max_states)
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = dfa
+                self._states += dfa.trans.shape[0]
+                while self._states > self.max_states and len(self._items) > 1:
+                    _, old = self._items.popitem(last=False)
+                    self._states -= old.trans.shape[0]
+        return dfa
+
+
+_DFA_CACHE = _DfaCache()
+
+
 def build_tables(
     grammar: Grammar,
     *,
@@ -473,7 +508,7 @@ def build_tables(
     limits = limits or CompileLimits()
 
     def dfa_builder(expr: Expr) -> ByteDFA:
-        return build_byte_dfa(expr, nonempty=True, max_states=limits.max_dfa_states)
+        return _DFA_CACHE.get(expr, limits.max_dfa_states)
 
     low = _Lowering(grammar, limits, dfa_builder)
     top = low.new_nt("<start>")
