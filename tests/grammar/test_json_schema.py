@@ -241,9 +241,13 @@ def test_oneof_with_discriminator_is_exact_and_overlap_is_refused() -> None:
     for value in [1, 2, 3, 2.5, 1.5, -4, "x", None]:
         valid = jsonschema.Draft202012Validator(overlapping).is_valid(value)
         assert accepts(overlapping, json.dumps(value)) == valid, value
+    items_or_short = {"oneOf": [{"items": {"type": "integer"}}, {"maxItems": 1}]}
+    for value in [[], [1], ["x"], [1, 2], [1, "x"], ["x", "y"], 3]:
+        valid = jsonschema.Draft202012Validator(items_or_short).is_valid(value)
+        assert accepts(items_or_short, json.dumps(value)) == valid, value
     with pytest.raises(SchemaUnsupportedError) as exc:
-        schema_to_grammar({"oneOf": [{"items": {"type": "integer"}}, {"maxItems": 1}]})
-    assert exc.value.keyword == "items" and exc.value.pointer == "/oneOf/0/items"
+        schema_to_grammar({"oneOf": [{"multipleOf": 3}, {"maximum": 1}]})
+    assert exc.value.keyword == "multipleOf" and exc.value.pointer == "/oneOf/0/multipleOf"
 
 
 # --------------------------------------------------------------------------- random instances

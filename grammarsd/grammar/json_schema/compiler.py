@@ -9,9 +9,12 @@ Owns the schema semantics. The pipeline for one schema location:
    union over alternatives of the intersection of atoms. Complements (``not``, the ``else``
    side of ``if``, exact ``oneOf``) are pushed down keyword by keyword (``_negate``): the
    complement of ``minimum: 5`` is "a number below 5", of ``required: [a]`` "an object without
-   ``a``", of ``properties: {a: S}`` "an object whose ``a`` is not ``S``". These become small
-   synthetic schema objects, some with private keywords (``_TYPES_KW`` ...) for what JSON Schema
-   cannot say directly (say, a type set containing only non-integral numbers).
+   ``a``", of ``properties: {a: S}`` "an object whose ``a`` is not ``S``", of
+   ``additionalProperties``/``patternProperties`` "some member with such a key fails the value
+   schema" (a ``_Witness`` the object automaton must see), of ``items: S`` "some item fails
+   ``S``" (a counted ``contains``). These become small synthetic schema objects, some with
+   private keywords (``_TYPES_KW`` ...) for what JSON Schema cannot say directly (say, a type set
+   containing only non-integral numbers).
 2. **Merge** (``_merge``): one alternative's atoms are intersected keyword by keyword into a
    ``_Merged`` record (type set, numeric interval, string limits, array and object specs).
    Every keyword of the draft's vocabulary is either folded in exactly or refused with
@@ -30,7 +33,8 @@ requires and the other forbids, a required property with disjoint ``const``/``en
 otherwise as ``U_i (B_i and not B_j for j != i)`` through ``_negate`` (or refused there).
 
 Arrays with ``contains``/``uniqueItems`` and all objects are small automata over members
-(``_CountingArray``, ``_ObjectBuilder``); a string constraint beyond plain length is a
+(``arrays._CountingArray``, ``objects._ObjectBuilder``; the records they share are in
+``model``); a string constraint beyond plain length is a
 ``CharDFA`` emitted as one right-linear rule per state (``_dfa_rules``).
 """
 
@@ -40,7 +44,7 @@ import functools
 import itertools
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -78,7 +82,22 @@ from grammarsd.grammar.ir import (
     seq,
 )
 from grammarsd.grammar.json_schema import numbers as num
-from grammarsd.grammar.json_schema.formats import KNOWN_FORMATS, format_expr
+from grammarsd.grammar.json_schema.arrays import _CountingArray
+from grammarsd.grammar.json_schema.formats import KNOWN_FORMATS, format_expr, format_lengths
+from grammarsd.grammar.json_schema.model import (
+    _TYPE_NAMES,
+    _TYPES,
+    _Alt,
+    _ArraySpec,
+    _escape_pointer,
+    _Merged,
+    _Node,
+    _ObjectSpec,
+    _type_of,
+    _value_key,
+    _Witness,
+)
+from grammarsd.grammar.json_schema.objects import _ObjectBuilder
 from grammarsd.grammar.json_schema.options import JsonSchemaOptions
 from grammarsd.grammar.json_schema.strings import (
     encode_class,
@@ -137,118 +156,21 @@ DRAFTS: dict[str, Draft] = {
 # Applicators handled by expansion; everything else in a vocabulary is an assertion for _merge.
 _APPLICATORS = {"$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
                 "dependentSchemas", "$dynamicRef", "$recursiveRef"}
-#: JSON types as the grammar splits them: "int" = integral numbers, "frac" = the others.
-_TYPES = frozenset({"null", "boolean", "int", "frac", "string", "array", "object"})
-_TYPE_NAMES = {"null": {"null"}, "boolean": {"boolean"}, "integer": {"int"},
-               "number": {"int", "frac"}, "string": {"string"}, "array": {"array"},
-               "object": {"object"}}
 _WS = char_set(" \t\n\r")
 #: Up to this many keys, an object in enum/const is accepted in any key order (any_order=True).
 _MAX_PERMUTED_KEYS = 5
-#: Other keys are split by the subset of patterns they match: 2**n regions.
-_MAX_PATTERN_PROPERTIES = 4
-#: uniqueItems tracks the set of values used: 2**n states.
-_MAX_UNIQUE_VALUES = 8
 # Private keywords of synthetic schemas (NUL-prefixed: no user schema can collide).
 _TYPES_KW = "\x00types"  # the internal type set, e.g. ["frac"]
 _EXCLUDED_KW = "\x00excluded"  # values removed
 _LO_KW, _HI_KW = "\x00lo", "\x00hi"  # (Decimal bound, strict)
 _NOT_PATTERN_KW = "\x00notPattern"  # strings the pattern does not match
-_PRIVATE_KEYWORDS = (_TYPES_KW, _EXCLUDED_KW, _LO_KW, _HI_KW, _NOT_PATTERN_KW)
+_SOME_ITEM_KW = "\x00someItemFails"  # a _Node: some item is not valid against it
+_WITNESS_KW = "\x00witness"  # a _Witness: some member has such a key and such a value
+_PRIVATE_KEYWORDS = (_TYPES_KW, _EXCLUDED_KW, _LO_KW, _HI_KW, _NOT_PATTERN_KW, _SOME_ITEM_KW,
+                     _WITNESS_KW)
 _COUNTS = {"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"}
 _ITEM_KEYWORDS = ("items", "prefixItems", "additionalItems")
 _OBJECT_KEYWORDS = ("properties", "patternProperties", "additionalProperties")
-
-
-# --------------------------------------------------------------------------- data structures
-
-
-@dataclass(frozen=True, eq=False)
-class _Node:
-    """A schema (bool or dict) with the resolver of its base URI and its JSON pointer."""
-
-    schema: Any
-    resolver: Any  # referencing's Resolver at this schema's base URI
-    pointer: str
-
-
-_Alt = tuple[_Node, ...]
-
-
-@dataclass
-class _ArraySpec:
-    prefix: list[_Node]
-    items: _Node | None  # applies after the prefix; None = anything
-
-
-@dataclass
-class _ObjectSpec:
-    properties: dict[str, _Node]
-    patterns: list[tuple[str, _Node]]
-    additional: _Node | None  # None = anything
-
-
-@dataclass
-class _Merged:
-    """The intersection of one alternative's atoms, keyword by keyword."""
-
-    types: set[str] = field(default_factory=lambda: set(_TYPES))
-    values: list[Any] | None = None  # enum/const intersection; None = unrestricted
-    excluded: list[Any] = field(default_factory=list)  # values removed by ``not``
-    # numbers
-    lo: Decimal | None = None
-    lo_strict: bool = False
-    hi: Decimal | None = None
-    hi_strict: bool = False
-    multiple_of: Fraction | None = None
-    # strings
-    min_len: int = 0
-    max_len: int | None = None
-    patterns: list[tuple[str, str]] = field(default_factory=list)  # (pattern, pointer)
-    not_patterns: list[tuple[str, str]] = field(default_factory=list)
-    formats: list[tuple[str, str]] = field(default_factory=list)
-    # arrays
-    arrays: list[_ArraySpec] = field(default_factory=list)
-    min_items: int = 0
-    max_items: int | None = None
-    unique: tuple[str, ...] = ()  # pointers of uniqueItems: true
-    contains: list[tuple[_Node, int, int | None]] = field(default_factory=list)
-    # objects
-    objects: list[_ObjectSpec] = field(default_factory=list)
-    required: list[str] = field(default_factory=list)
-    min_props: int = 0
-    max_props: int | None = None
-    dep_required: list[tuple[str, list[str]]] = field(default_factory=list)
-    property_names: list[_Node] = field(default_factory=list)
-
-
-def _value_key(value: Any) -> Any:
-    """A hashable key with JSON Schema equality (``1 == 1.0``, ``True != 1``)."""
-    if isinstance(value, bool) or value is None:
-        return ("v", value)
-    if isinstance(value, (int, float)):
-        return ("n", Fraction(value))
-    if isinstance(value, str):
-        return ("s", value)
-    if isinstance(value, list):
-        return ("l", tuple(_value_key(v) for v in value))
-    return ("o", frozenset((k, _value_key(v)) for k, v in value.items()))
-
-
-def _type_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "int" if float(value).is_integer() else "frac"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
-def _escape_pointer(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
 
 
 # --------------------------------------------------------------------------- layout
@@ -318,6 +240,9 @@ class _Lowering:
         self.rules: dict[str, Expr] = dict(self.layout.rules())
         self.rules["char"] = encode_class(ANY_CHAR)
         self._memo: dict[tuple[Any, ...], str] = {}
+        # Memo keys hold ids of schema objects; synthetic ones must outlive the compilation
+        # so an id is never reused by another object.
+        self._keepalive: list[tuple[_Node, ...]] = []
         self._patterns: dict[str, CharDFA] = {}
         self._counter = 0
 
@@ -399,6 +324,7 @@ class _Lowering:
             return Ref(self._memo[key])
         name = self._name("value")
         self._memo[key] = name
+        self._keepalive.append(nodes)
         self.rules[name] = NOTHING  # placeholder while recursing
         alternatives = [()] if not nodes else self._product(
             [self._expand(n, ()) for n in nodes], nodes[0].pointer, "allOf")
@@ -463,7 +389,14 @@ class _Lowering:
         if "oneOf" in s:
             factors.append(self._one_of(node, stack))
         if "not" in s:
-            factors.append(self._negate(self._expand(self.child(node, "not"), stack), "not"))
+            inner = self.child(node, "not")
+            own = set(inner.schema) & vocab if isinstance(inner.schema, dict) else set()
+            if own == {"not"}:
+                factors.append(self._expand(self.child(inner, "not"), stack))  # not not S = S
+            elif own == {"oneOf"}:
+                factors.append(self._not_one_of(inner, stack))
+            else:
+                factors.append(self._negate(self._expand(inner, stack), "not"))
         if "if" in s and "if" in vocab and ("then" in s or "else" in s):
             cond = self._expand(self.child(node, "if"), stack)
             then: list[_Alt] = (self._expand(self.child(node, "then"), stack) if "then" in s
@@ -506,6 +439,17 @@ class _Lowering:
                                  node.pointer + "/oneOf", "oneOf")
         return out
 
+    def _not_one_of(self, node: _Node, stack: tuple[int, ...]) -> list[_Alt]:
+        """``not: {oneOf: [B_1..B_n]}`` as ``(not B_1 and .. and not B_n) or U_i<j (B_i and B_j)``
+        (none or at least two branches hold), much smaller than negating the ``oneOf`` DNF."""
+        branches = [self._expand(self.child(node, "oneOf", i), stack)
+                    for i in range(len(node.schema["oneOf"]))]
+        pointer = node.pointer + "/oneOf"
+        out = self._product([self._negate(b, "not") for b in branches], pointer, "not")
+        for a, b in itertools.combinations(branches, 2):
+            out += self._product([a, b], pointer, "not")
+        return out
+
     # ------------------------------------------------------------------ complements
 
     def _negate(self, alternatives: list[_Alt], context: str) -> list[_Alt]:
@@ -542,6 +486,10 @@ class _Lowering:
             return [{**numbers, flip: (value[0], not value[1])}]
         if kw == _NOT_PATTERN_KW:
             return [{**strings, "pattern": value}]
+        if kw in (_SOME_ITEM_KW, _WITNESS_KW):
+            keyword = "items" if kw == _SOME_ITEM_KW else value.keyword
+            raise self.refuse(keyword, node.pointer, f"cannot take the complement of the "
+                              f"complement of {keyword!r} (needed by {context})")
         if kw not in self.draft.vocabulary or kw in _APPLICATORS or kw in (
                 "minContains", "maxContains"):
             return []
@@ -576,10 +524,44 @@ class _Lowering:
         if kw == "properties":
             return [{**objects, "required": [k], "properties": {k: {"not": sub}}}
                     for k, sub in value.items() if sub is not True and sub != {}]
+        if kw == "additionalProperties":
+            if value is True or value == {}:
+                return []
+            keys = CharDFA.from_expr(repeat(ANY_CHAR, 0, None))
+            for pat in s.get("patternProperties", {}):
+                keys = keys.difference(self.pattern_dfa(pat, f"{node.pointer}/patternProperties",
+                                                        "patternProperties"))
+            return [{**objects, _WITNESS_KW: _Witness(
+                keys, frozenset(s.get("properties", {})), _not_node(self.child(node, kw)), kw)}]
+        if kw == "patternProperties":
+            return [{**objects, _WITNESS_KW: _Witness(
+                self.pattern_dfa(pat, at, kw), frozenset(),
+                _not_node(self.child(node, kw, pat)), kw)}
+                for pat, sub in value.items() if sub is not True and sub != {}]
+        if kw in _ITEM_KEYWORDS:
+            return self._negate_items(node, kw, value, context)
         if kw == "uniqueItems" and not value:
             return []
         raise self.refuse(kw, at, f"cannot take the complement of {kw!r} (needed by "
                           f"{context})")
+
+    def _negate_items(self, node: _Node, kw: str, value: Any, context: str
+                      ) -> list[dict[str, Any]]:
+        """The complement of ``items``/``prefixItems``: some item fails its schema."""
+        s = node.schema
+        arrays = {_TYPES_KW: ["array"]}
+        tuple_kw = "prefixItems" if self.draft.year >= 2020 else "items"
+        if kw == tuple_kw and isinstance(value, list):  # item i exists and fails value[i]
+            return [{**arrays, "minItems": i + 1, tuple_kw: [True] * i + [{"not": sub}]}
+                    for i, sub in enumerate(value) if sub is not True and sub != {}]
+        if kw == "items" and not (self.draft.year >= 2020 and s.get("prefixItems")):
+            if value is True or value == {}:
+                return []
+            return [{**arrays, _SOME_ITEM_KW: self.child(node, "items")}]
+        if kw == "additionalItems" and not isinstance(s.get("items"), list):
+            return []  # without tuple items, additionalItems does nothing
+        raise self.refuse(kw, f"{node.pointer}/{kw}", f"cannot take the complement of {kw!r} "
+                          f"after tuple items (needed by {context})")
 
     # ------------------------------------------------------------------ merging
 
@@ -600,7 +582,7 @@ class _Lowering:
         p = node.pointer
         for kw, value in s.items():
             if kw in _PRIVATE_KEYWORDS:
-                self._merge_private(m, kw, value, p)
+                self._merge_private(m, kw, value, node)
                 continue
             if kw not in vocab or kw in _APPLICATORS:
                 continue
@@ -679,14 +661,18 @@ class _Lowering:
             else:  # pragma: no cover - the vocabulary tables and this dispatch must agree
                 raise self.refuse(kw, at, "keyword not implemented")
 
-    def _merge_private(self, m: _Merged, kw: str, value: Any, pointer: str) -> None:
+    def _merge_private(self, m: _Merged, kw: str, value: Any, node: _Node) -> None:
         """Keywords only synthetic schemas (from complements) carry."""
-        if kw == _TYPES_KW:
+        if kw == _SOME_ITEM_KW:
+            m.contains.append((_not_node(value), 1, None))
+        elif kw == _WITNESS_KW:
+            m.witnesses.append(value)
+        elif kw == _TYPES_KW:
             m.types &= set(value)
         elif kw == _EXCLUDED_KW:
             m.excluded += value
         elif kw == _NOT_PATTERN_KW:
-            m.not_patterns.append((value, pointer))
+            m.not_patterns.append((value, node.pointer))
         else:
             bound, strict = value
             self._merge_bound(m, {}, "exclusiveMinimum" if kw == _LO_KW and strict else
@@ -856,9 +842,11 @@ class _Lowering:
                                                    m.min_len, m.max_len), lit('"'))
         at = (m.patterns or m.formats or [("", "")])[0][1]
         formats = self._formats(m)
-        if len(formats) == 1 and not (m.patterns or m.not_patterns or excluded or extra
-                                      or m.min_len or m.max_len is not None):
-            return seq(lit('"'), self._format_rule(m.formats[0][0]), lit('"'))
+        if len(formats) == 1 and not (m.patterns or m.not_patterns or excluded or extra):
+            shortest, longest = format_lengths(formats[0][0])
+            if m.min_len <= shortest and (m.max_len is None or (
+                    longest is not None and longest <= m.max_len)):  # lengths add nothing
+                return seq(lit('"'), self._format_rule(formats[0][0]), lit('"'))
         try:
             dfa = self._string_dfa(m)
             if extra is not None:
@@ -905,16 +893,15 @@ class _Lowering:
             self.rules[self._memo[key]] = _encoded_format(name)
         return Ref(self._memo[key])
 
-    def _formats(self, m: _Merged) -> list[tuple[Expr, str]]:
-        """The enforced formats of ``m`` as decoded-string languages (unknown names skipped)."""
+    def _formats(self, m: _Merged) -> list[tuple[str, str]]:
+        """The enforced formats of ``m`` as (name, pointer) (unknown names skipped)."""
         out = []
         for name, at in m.formats:
             if name not in KNOWN_FORMATS:
                 continue  # unknown formats are annotations
-            expr = format_expr(name)
-            if expr is None:
+            if format_expr(name) is None:
                 raise self.refuse("format", at, f"format {name!r} is not enforced")
-            out.append((expr, at))
+            out.append((name, at))
         return out
 
     def _string_dfa(self, m: _Merged) -> CharDFA:
@@ -924,7 +911,9 @@ class _Lowering:
             dfa = dfa.intersect(self.pattern_dfa(pattern, at, "pattern"))
         for pattern, at in m.not_patterns:
             dfa = dfa.difference(self.pattern_dfa(pattern, at, "pattern"))
-        for expr, _ in self._formats(m):
+        for name, _ in self._formats(m):
+            expr = format_expr(name)
+            assert expr is not None
             dfa = dfa.intersect(CharDFA.from_expr(expr))
         return dfa
 
@@ -1018,308 +1007,6 @@ class _Lowering:
                             lay.close("}", level)) for order in orders))
 
 
-# --------------------------------------------------------------------------- counted arrays
-
-
-class _CountingArray:
-    """Arrays with ``contains`` (counted matches) or ``uniqueItems`` (finite item values).
-
-    State: (index, capped; matches of the one ``contains`` schema, capped; values used so far
-    for ``uniqueItems``). Each item is either a member of ``items & contains`` (count + 1) or of
-    ``items & not contains``. With ``uniqueItems`` every position must admit only finitely many
-    values (enum/const/boolean/null), listed and tracked as a set.
-    """
-
-    def __init__(self, low: _Lowering, m: _Merged, level: int) -> None:
-        self.low, self.m, self.level = low, m, level
-        self.layout = low.layout
-        if len(m.contains) > 1:
-            node = m.contains[1][0]
-            raise low.refuse("contains", node.pointer, "more than one contains in one schema")
-        if m.contains and m.unique:
-            raise low.refuse("uniqueItems", m.unique[0], "uniqueItems together with contains")
-        self.width = max((len(s.prefix) for s in m.arrays), default=0)
-        self.top = max(self.width, m.min_items, m.max_items or 0, 1)
-        self.child = self.layout.child_level(level)
-        self.contains = m.contains[0] if m.contains else None
-        if self.contains is not None:
-            node, lo, hi = self.contains
-            self.yes_node = node
-            self.no_node = _Node({"not": node.schema}, node.resolver, node.pointer)
-            self.cap = max(lo, hi if hi is not None else 0) + 1
-        self.states: dict[tuple[Any, ...], str] = {}
-        self.prefix = low._name("arr")
-
-    def _nodes(self, index: int) -> tuple[_Node, ...]:
-        nodes: list[_Node] = []
-        for spec in self.m.arrays:
-            if index < len(spec.prefix):
-                nodes.append(spec.prefix[index])
-            elif spec.items is not None:
-                nodes.append(spec.items)
-        return nodes and tuple(nodes) or ()
-
-    def _finite_values(self, index: int) -> list[Any]:
-        """Values allowed at ``index`` when finitely many; refuses uniqueItems otherwise."""
-        low = self.low
-        nodes = tuple(low.peel(n) for n in self._nodes(index))
-        alternatives = low._product([low._expand(n, ()) for n in nodes], self.m.unique[0],
-                                    "uniqueItems") if nodes else [()]
-        values: list[Any] = []
-        for alt in alternatives:
-            merged = low._merge(alt)
-            if merged.values is not None:
-                values += merged.values
-            elif merged.types <= {"null", "boolean"}:
-                values += [v for v in (None, True, False) if _type_of(v) in merged.types]
-            else:
-                raise low.refuse("uniqueItems", self.m.unique[0], "uniqueItems is enforced only "
-                                 "when items take finitely many values")
-        out: dict[Any, Any] = {}
-        for v in values:
-            if _value_key(v) not in out and low.is_valid(v, nodes):
-                out[_value_key(v)] = v
-        if len(out) > _MAX_UNIQUE_VALUES:
-            raise low.refuse("uniqueItems", self.m.unique[0], f"more than {_MAX_UNIQUE_VALUES} "
-                             "possible item values")
-        return list(out.values())
-
-    def _items(self, index: int) -> list[tuple[Expr, Any]]:
-        """(item expression, effect) pairs at ``index``: effect is a value key or a count step."""
-        if self.m.unique:
-            return [(self.low.literal(v, self.child), _value_key(v))
-                    for v in self._finite_values(index)]
-        nodes = self._nodes(index)
-        out = []
-        yes = self.low.value(nodes + (self.yes_node,), self.child)
-        no = self.low.value(nodes + (self.no_node,), self.child)
-        out = [(yes, 1), (no, 0)]
-        return [(e, k) for e, k in out if e != NOTHING]
-
-    def _can_end(self, index: int, count: int) -> bool:
-        if index < self.m.min_items:
-            return False
-        if self.contains is None:
-            return True
-        _, lo, hi = self.contains
-        return count >= lo and (hi is None or count <= hi)
-
-    def build(self) -> Expr:
-        empty = self.layout.empty("[]") if self._can_end(0, 0) else NOTHING
-        if self.m.max_items == 0:
-            return empty
-        return choice(empty, seq(self.layout.open("[", self.level),
-                                 self._state(0, 0, frozenset())))
-
-    def _state(self, index: int, count: int, used: frozenset[Any]) -> Expr:
-        key = (index, count, used)
-        if key in self.states:
-            return Ref(self.states[key])
-        if len(self.states) >= self.low.options.max_object_states:
-            at = self.m.unique[0] if self.m.unique else self.m.contains[0][0].pointer
-            raise self.low.refuse("uniqueItems" if self.m.unique else "contains", at,
-                                  "too many array states")
-        name = f"{self.prefix}_{len(self.states)}"
-        self.states[key] = name
-        self.low.rules[name] = NOTHING
-        alts: list[Expr] = []
-        if index > 0 and self._can_end(index, count):
-            alts.append(self.layout.close("]", self.level))
-        lead = self.layout.comma(self.level) if index > 0 else EMPTY
-        hi_items = self.m.max_items
-        if hi_items is None or index < hi_items:
-            nxt = min(index + 1, self.top)
-            for item, effect in self._items(index):
-                if self.m.unique:
-                    if effect in used:
-                        continue
-                    alts.append(seq(lead, item, self._state(nxt, 0, used | {effect})))
-                else:
-                    c = min(count + effect, self.cap)
-                    alts.append(seq(lead, item, self._state(nxt, c, used)))
-        self.low.rules[name] = choice(*alts)
-        return Ref(name)
-
-
-# --------------------------------------------------------------------------- objects
-
-
-class _ObjectBuilder:
-    """The member automaton of one merged object schema.
-
-    Keys split into the *named* keys (declared in some ``properties``, ``required`` or
-    ``dependentRequired``), each with its own member expression, and *other* keys, split by the
-    subset of ``patternProperties`` patterns they match (each subset has its own value schema:
-    those patterns' schemas, or ``additionalProperties`` for the empty subset).
-
-    State: (named keys seen, index of the last named key, other keys started, members so far,
-    capped). With ``any_order`` every named key is tracked (each at most once, in any order);
-    in schema order only required/dependency keys are tracked, named keys come in order and
-    other keys after them.
-    """
-
-    def __init__(self, low: _Lowering, m: _Merged, level: int) -> None:
-        self.low, self.m, self.level = low, m, level
-        self.layout = low.layout
-        names: list[str] = []
-        for spec in m.objects:
-            names += [k for k in spec.properties if k not in names]
-        names += [k for k in m.required if k not in names]
-        for key, deps in m.dep_required:
-            names += [k for k in [key, *deps] if k not in names]
-        self.names = names
-        self.required = set(m.required)
-        self.patterns = [(pat, spec_i, node) for spec_i, spec in enumerate(m.objects)
-                         for pat, node in spec.patterns]
-        if len({p for p, _, _ in self.patterns}) > _MAX_PATTERN_PROPERTIES:
-            raise low.refuse("patternProperties", self.patterns[0][2].pointer,
-                             f"more than {_MAX_PATTERN_PROPERTIES} patterns")
-        self.key_names = self._property_name_filter()
-        self.values = [self._named_member(k) for k in names]
-        self.others = self._other_members()
-        self.cap = max(m.min_props, m.max_props or 0, 1)
-        self.states: dict[tuple[Any, ...], str] = {}
-        self.prefix = low._name("obj")
-
-    def _matches(self, pattern: str, key: str, node: _Node) -> bool:
-        return self.low.pattern_dfa(pattern, node.pointer, "patternProperties").matches(key)
-
-    def _value_nodes(self, key: str | None, matched: set[int]) -> tuple[_Node, ...]:
-        """Schemas for the value of ``key`` (``None``: an other key matching ``matched``)."""
-        nodes: list[_Node] = []
-        for spec_i, spec in enumerate(self.m.objects):
-            hits = [node for i, (_, si, node) in enumerate(self.patterns)
-                    if si == spec_i and i in matched]
-            nodes += hits
-            if key is not None and key in spec.properties:
-                nodes.append(spec.properties[key])
-            elif not hits and spec.additional is not None:
-                nodes.append(spec.additional)
-        return tuple(nodes)
-
-    def _member(self, key: Expr, nodes: tuple[_Node, ...]) -> Expr:
-        value = self.low.value(nodes, self.layout.child_level(self.level))
-        if key == NOTHING or value == NOTHING:
-            return NOTHING
-        name = self.low._name("member")
-        self.low.rules[name] = seq(key, self.layout.colon(), value)
-        return Ref(name)
-
-    def _named_member(self, key: str) -> Expr:
-        if self.key_names is not None and not all(
-                self.low.is_valid(key, (n,)) for n in self.m.property_names):
-            return NOTHING
-        matched = {i for i, (pat, _, node) in enumerate(self.patterns)
-                   if self._matches(pat, key, node)}
-        return self._member(string_literal(key), self._value_nodes(key, matched))
-
-    def _property_name_filter(self) -> _Merged | None:
-        """``propertyNames`` merged into one string constraint (``None``: no such keyword)."""
-        low, m = self.low, self.m
-        if not m.property_names:
-            return None
-        alternatives = low._product([low._expand(n, ()) for n in m.property_names],
-                                    m.property_names[0].pointer, "propertyNames")
-        if not alternatives:
-            return _Merged(types=set())
-        if len(alternatives) != 1:
-            raise low.refuse("propertyNames", m.property_names[0].pointer,
-                             "propertyNames with anyOf/oneOf alternatives")
-        return low._merge(alternatives[0])
-
-    def _other_members(self) -> list[Expr]:
-        """One member expression per subset of patterns an other key may match."""
-        low = self.low
-        f = self.key_names
-        if f is not None and "string" not in f.types:
-            return []
-        base = f if f is not None else _Merged()
-        base = replace(base, excluded=base.excluded + list(self.names))
-        if base.values is not None:  # finite propertyNames: list the keys
-            keys = [v for v in base.values if isinstance(v, str) and v not in self.names
-                    and low.is_valid(v, tuple(self.m.property_names))]
-            return [self._member(string_literal(k), self._value_nodes(
-                k, {i for i, (p, _, n) in enumerate(self.patterns) if self._matches(p, k, n)}))
-                for k in keys]
-        if not self.patterns:
-            return [self._member(low._string(base), self._value_nodes(None, set()))]
-        out = []
-        dfas = [self.low.pattern_dfa(p, n.pointer, "patternProperties")
-                for p, _, n in self.patterns]
-        for bits in itertools.product((False, True), repeat=len(self.patterns)):
-            region: CharDFA | None = None
-            for hit, dfa in zip(bits, dfas, strict=True):
-                part = dfa if hit else dfa.complement()
-                region = part if region is None else region.intersect(part)
-            assert region is not None
-            if region.is_empty():
-                continue
-            matched = {i for i, hit in enumerate(bits) if hit}
-            key = low._string(base, extra=region)
-            out.append(self._member(key, self._value_nodes(None, matched)))
-        return [x for x in out if x != NOTHING]
-
-    def build(self) -> Expr:
-        m = self.m
-        start = self._state(frozenset(), -1, False, 0)
-        empty_ok = m.min_props == 0 and not self.required
-        body = seq(self.layout.open("{", self.level), start)
-        return choice(self.layout.empty("{}") if empty_ok else NOTHING, body)
-
-    def _can_end(self, seen: frozenset[str], count: int) -> bool:
-        m = self.m
-        if count < m.min_props or not self.required <= seen:
-            return False
-        return all(key not in seen or set(deps) <= seen for key, deps in m.dep_required)
-
-    def _state(self, seen: frozenset[str], last: int, other_started: bool, count: int) -> Expr:
-        """Members after ``count`` so far (``count == 0``: none yet, so no comma first)."""
-        key = (seen, last, other_started, count)
-        if key in self.states:
-            return Ref(self.states[key])
-        if len(self.states) >= self.low.options.max_object_states:
-            raise self.low.refuse("properties", "", "too many object states (any_order "
-                                  "tracks the set of keys seen)")
-        name = f"{self.prefix}_{len(self.states)}"
-        self.states[key] = name
-        self.low.rules[name] = NOTHING
-        m = self.m
-        alts: list[Expr] = []
-        if count > 0 and self._can_end(seen, count):
-            alts.append(self.layout.close("}", self.level))
-        lead = self.layout.comma(self.level) if count > 0 else EMPTY
-        full = m.max_props is not None and count >= m.max_props
-        nxt = min(count + 1, self.cap)
-        any_order = self.low.options.any_order
-        if not full:
-            for i, k in enumerate(self.names):
-                if k in seen or self.values[i] == NOTHING:
-                    continue
-                if not any_order:
-                    if other_started or i <= last:
-                        continue
-                    skipped = self.names[last + 1:i]
-                    if any(s in self.required for s in skipped):
-                        break
-                new_seen = seen | {k}
-                if not any_order:
-                    new_seen = self._ordered_seen(new_seen)
-                alts.append(seq(lead, self.values[i],
-                                self._state(new_seen, i if not any_order else -1, False, nxt)))
-            if self.others and (any_order or not any(
-                    n in self.required for n in self.names[last + 1:])):
-                after = self._state(seen, len(self.names) if not any_order else -1,
-                                    not any_order, nxt)
-                alts += [seq(lead, member, after) for member in self.others]
-        self.low.rules[name] = choice(*alts)
-        return Ref(name)
-
-    def _ordered_seen(self, seen: frozenset[str]) -> frozenset[str]:
-        """In schema order only keys that matter later (required / dependencies) are tracked."""
-        tracked = self.required | {k for key, deps in self.m.dep_required for k in [key, *deps]}
-        return frozenset(k for k in seen if k in tracked)
-
-
 # --------------------------------------------------------------------------- helpers
 
 
@@ -1343,6 +1030,11 @@ def _encode(expr: Expr) -> Expr:
     if isinstance(expr, Repeat):
         return repeat(_encode(expr.item), expr.min, expr.max)
     raise GrammarError(f"unexpected rule reference in a string language: {expr}")
+
+
+def _not_node(node: _Node) -> _Node:
+    """The complement of ``node``'s schema, at its place."""
+    return _Node({"not": node.schema}, node.resolver, node.pointer)
 
 
 def _disjoint(a: _Merged, b: _Merged) -> bool:

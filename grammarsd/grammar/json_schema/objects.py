@@ -1,0 +1,234 @@
+"""Objects: the member automaton of one merged object schema (``_ObjectBuilder``).
+
+Owns key order (schema order or ``any_order``), required and dependent keys, property counts,
+``patternProperties`` regions, ``propertyNames`` and witness requirements.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from grammarsd.grammar.automata import CharDFA
+from grammarsd.grammar.ir import EMPTY, NOTHING, Expr, Ref, choice, seq
+from grammarsd.grammar.json_schema.model import _Merged, _Node
+from grammarsd.grammar.json_schema.strings import string_literal
+
+if TYPE_CHECKING:
+    from grammarsd.grammar.json_schema.compiler import _Lowering
+
+#: Other keys are split by the subset of patterns they match: 2**n regions.
+_MAX_PATTERN_PROPERTIES = 4
+#: An object may have to show this many witness members (2**n member variants per key).
+_MAX_WITNESSES = 3
+
+
+
+
+class _ObjectBuilder:
+    """The member automaton of one merged object schema.
+
+    Keys split into the *named* keys (declared in some ``properties``, ``required`` or
+    ``dependentRequired``), each with its own member expression, and *other* keys, split by the
+    subset of ``patternProperties`` patterns they match (each subset has its own value schema:
+    those patterns' schemas, or ``additionalProperties`` for the empty subset).
+
+    State: (named keys seen, index of the last named key, other keys started, members so far,
+    capped, witnesses shown). With ``any_order`` every named key is tracked (each at most once,
+    in any order); in schema order only required/dependency keys are tracked, named keys come
+    in order and other keys after them.
+
+    Witnesses (``_Witness``, from complements of ``additionalProperties``/``patternProperties``)
+    are "some member has a key in K and a value in V" requirements: each member is offered
+    plainly and, for every non-empty set R of witnesses its key may serve, with its value also
+    in every V of R, marking R shown. The object may close once every witness is shown. (The
+    plain and witness variants overlap; the union is still exactly the language.)
+    """
+
+    def __init__(self, low: _Lowering, m: _Merged, level: int) -> None:
+        self.low, self.m, self.level = low, m, level
+        self.layout = low.layout
+        names: list[str] = []
+        for spec in m.objects:
+            names += [k for k in spec.properties if k not in names]
+        names += [k for k in m.required if k not in names]
+        for key, deps in m.dep_required:
+            names += [k for k in [key, *deps] if k not in names]
+        self.names = names
+        self.required = set(m.required)
+        self.patterns = [(pat, spec_i, node) for spec_i, spec in enumerate(m.objects)
+                         for pat, node in spec.patterns]
+        if len({p for p, _, _ in self.patterns}) > _MAX_PATTERN_PROPERTIES:
+            raise low.refuse("patternProperties", self.patterns[0][2].pointer,
+                             f"more than {_MAX_PATTERN_PROPERTIES} patterns")
+        if len(m.witnesses) > _MAX_WITNESSES:
+            w = m.witnesses[_MAX_WITNESSES]
+            raise low.refuse(w.keyword, w.value.pointer, f"more than {_MAX_WITNESSES} "
+                             "complements of additionalProperties/patternProperties at once")
+        self.all_witnesses = frozenset(range(len(m.witnesses)))
+        self.key_names = self._property_name_filter()
+        self.values = [self._named_members(k) for k in names]
+        self.others = self._other_members()
+        self.cap = max(m.min_props, m.max_props or 0, 1)
+        self.states: dict[tuple[Any, ...], str] = {}
+        self.prefix = low._name("obj")
+
+    def _matches(self, pattern: str, key: str, node: _Node) -> bool:
+        return self.low.pattern_dfa(pattern, node.pointer, "patternProperties").matches(key)
+
+    def _value_nodes(self, key: str | None, matched: set[int]) -> tuple[_Node, ...]:
+        """Schemas for the value of ``key`` (``None``: an other key matching ``matched``)."""
+        nodes: list[_Node] = []
+        for spec_i, spec in enumerate(self.m.objects):
+            hits = [node for i, (_, si, node) in enumerate(self.patterns)
+                    if si == spec_i and i in matched]
+            nodes += hits
+            if key is not None and key in spec.properties:
+                nodes.append(spec.properties[key])
+            elif not hits and spec.additional is not None:
+                nodes.append(spec.additional)
+        return tuple(nodes)
+
+    def _member(self, key: Expr, nodes: tuple[_Node, ...]) -> Expr:
+        value = self.low.value(nodes, self.layout.child_level(self.level))
+        if key == NOTHING or value == NOTHING:
+            return NOTHING
+        name = self.low._name("member")
+        self.low.rules[name] = seq(key, self.layout.colon(), value)
+        return Ref(name)
+
+    def _witness_sets(self, usable: list[int]) -> list[frozenset[int]]:
+        """Every set of witnesses one member may show, the empty set (plain member) first."""
+        return [frozenset(c) for r in range(len(usable) + 1)
+                for c in itertools.combinations(usable, r)]
+
+    def _witness_nodes(self, shown: frozenset[int]) -> tuple[_Node, ...]:
+        return tuple(self.m.witnesses[i].value for i in sorted(shown))
+
+    def _named_members(self, key: str) -> list[tuple[Expr, frozenset[int]]]:
+        """(member expression, witnesses it shows) for the named ``key``."""
+        if self.key_names is not None and not all(
+                self.low.is_valid(key, (n,)) for n in self.m.property_names):
+            return []
+        matched = {i for i, (pat, _, node) in enumerate(self.patterns)
+                   if self._matches(pat, key, node)}
+        nodes = self._value_nodes(key, matched)
+        usable = [i for i, w in enumerate(self.m.witnesses) if w.admits(key)]
+        out = [(self._member(string_literal(key), nodes + self._witness_nodes(shown)), shown)
+               for shown in self._witness_sets(usable)]
+        return [(e, shown) for e, shown in out if e != NOTHING]
+
+    def _property_name_filter(self) -> _Merged | None:
+        """``propertyNames`` merged into one string constraint (``None``: no such keyword)."""
+        low, m = self.low, self.m
+        if not m.property_names:
+            return None
+        alternatives = low._product([low._expand(n, ()) for n in m.property_names],
+                                    m.property_names[0].pointer, "propertyNames")
+        if not alternatives:
+            return _Merged(types=set())
+        if len(alternatives) != 1:
+            raise low.refuse("propertyNames", m.property_names[0].pointer,
+                             "propertyNames with anyOf/oneOf alternatives")
+        return low._merge(alternatives[0])
+
+    def _other_members(self) -> list[tuple[Expr, frozenset[int]]]:
+        """(member expression, witnesses shown) per subset of patterns an other key may match
+        and set of witnesses it may show."""
+        low = self.low
+        f = self.key_names
+        if f is not None and "string" not in f.types:
+            return []
+        base = f if f is not None else _Merged()
+        base = replace(base, excluded=base.excluded + list(self.names))
+        if base.values is not None:  # finite propertyNames: list the keys
+            keys = [v for v in base.values if isinstance(v, str) and v not in self.names
+                    and low.is_valid(v, tuple(self.m.property_names))]
+            return [member for k in keys for member in self._named_members(k)]
+        out: list[tuple[Expr, frozenset[int]]] = []
+        dfas = [self.low.pattern_dfa(p, n.pointer, "patternProperties")
+                for p, _, n in self.patterns]
+        witnesses = self.m.witnesses
+        for bits in itertools.product((False, True), repeat=len(self.patterns)):
+            region: CharDFA | None = None
+            for hit, dfa in zip(bits, dfas, strict=True):
+                part = dfa if hit else dfa.complement()
+                region = part if region is None else region.intersect(part)
+            if region is not None and region.is_empty():
+                continue
+            nodes = self._value_nodes(None, {i for i, hit in enumerate(bits) if hit})
+            for shown in self._witness_sets(list(range(len(witnesses)))):
+                language = region
+                for i in shown:
+                    language = witnesses[i].keys if language is None else language.intersect(
+                        witnesses[i].keys)
+                if language is not None and language.is_empty():
+                    continue
+                names = [k for i in shown for k in witnesses[i].names]
+                key = low._string(replace(base, excluded=base.excluded + names), extra=language)
+                out.append((self._member(key, nodes + self._witness_nodes(shown)), shown))
+        return [(e, shown) for e, shown in out if e != NOTHING]
+
+    def build(self) -> Expr:
+        m = self.m
+        start = self._state(frozenset(), -1, False, 0, frozenset())
+        empty_ok = m.min_props == 0 and not self.required and not m.witnesses
+        body = seq(self.layout.open("{", self.level), start)
+        return choice(self.layout.empty("{}") if empty_ok else NOTHING, body)
+
+    def _can_end(self, seen: frozenset[str], count: int, shown: frozenset[int]) -> bool:
+        m = self.m
+        if count < m.min_props or not self.required <= seen or shown != self.all_witnesses:
+            return False
+        return all(key not in seen or set(deps) <= seen for key, deps in m.dep_required)
+
+    def _state(self, seen: frozenset[str], last: int, other_started: bool, count: int,
+               shown: frozenset[int]) -> Expr:
+        """Members after ``count`` so far (``count == 0``: none yet, so no comma first)."""
+        key = (seen, last, other_started, count, shown)
+        if key in self.states:
+            return Ref(self.states[key])
+        if len(self.states) >= self.low.options.max_object_states:
+            raise self.low.refuse("properties", "", "too many object states (any_order "
+                                  "tracks the set of keys seen)")
+        name = f"{self.prefix}_{len(self.states)}"
+        self.states[key] = name
+        self.low.rules[name] = NOTHING
+        m = self.m
+        alts: list[Expr] = []
+        if count > 0 and self._can_end(seen, count, shown):
+            alts.append(self.layout.close("}", self.level))
+        lead = self.layout.comma(self.level) if count > 0 else EMPTY
+        full = m.max_props is not None and count >= m.max_props
+        nxt = min(count + 1, self.cap)
+        any_order = self.low.options.any_order
+        if not full:
+            for i, k in enumerate(self.names):
+                if k in seen or not self.values[i]:
+                    continue
+                if not any_order:
+                    if other_started or i <= last:
+                        continue
+                    skipped = self.names[last + 1:i]
+                    if any(s in self.required for s in skipped):
+                        break
+                new_seen = seen | {k}
+                if not any_order:
+                    new_seen = self._ordered_seen(new_seen)
+                alts += [seq(lead, member, self._state(new_seen, i if not any_order else -1,
+                                                       False, nxt, shown | more))
+                         for member, more in self.values[i]]
+            if self.others and (any_order or not any(
+                    n in self.required for n in self.names[last + 1:])):
+                last_other = len(self.names) if not any_order else -1
+                alts += [seq(lead, member, self._state(seen, last_other, not any_order, nxt,
+                                                       shown | more))
+                         for member, more in self.others]
+        self.low.rules[name] = choice(*alts)
+        return Ref(name)
+
+    def _ordered_seen(self, seen: frozenset[str]) -> frozenset[str]:
+        """In schema order only keys that matter later (required / dependencies) are tracked."""
+        tracked = self.required | {k for key, deps in self.m.dep_required for k in [key, *deps]}
+        return frozenset(k for k in seen if k in tracked)
