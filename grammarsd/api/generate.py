@@ -33,7 +33,6 @@ compiler errors (``GrammarSyntaxError``, ``SchemaUnsupportedError``, ...) unchan
 from __future__ import annotations
 
 import codecs
-import json
 import re
 import weakref
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -203,43 +202,13 @@ def _grammar(info: TokenizerInfo, grammar: str | ir.Grammar) -> CompiledGrammar:
 def _schema_spec(
     info: TokenizerInfo, schema: Any, strict: bool, json_options: dict[str, Any]
 ) -> OutputSpec:
-    if isinstance(schema, dict):
-        import jsonschema
-
-        spec = strict_schema(schema) if strict else schema
-        compiled = compile_json_schema(spec, info, **json_options)
-        validator_cls = jsonschema.validators.validator_for(
-            schema, default=jsonschema.Draft202012Validator
-        )
-        validator = validator_cls(schema, format_checker=validator_cls.FORMAT_CHECKER)
-
-        def parse_json(text: str) -> Any:
-            try:
-                value = json.loads(text)
-            except ValueError as exc:
-                raise OutputValidationError(text, [str(exc)]) from None
-            errors = [f"{e.json_path}: {e.message}" for e in validator.iter_errors(value)]
-            if errors:
-                raise OutputValidationError(text, errors)
-            return value
-
-        return OutputSpec(compiled, parse_json)
-
-    import pydantic
-
     from grammarsd.grammar.pydantic import pydantic_schema
+    from grammarsd.grammar.validate import validate_json
 
-    raw = pydantic_schema(schema)
+    raw = schema if isinstance(schema, dict) else pydantic_schema(schema)
     compiled = compile_json_schema(strict_schema(raw) if strict else raw, info, **json_options)
-    adapter = pydantic.TypeAdapter(schema)
-
-    def parse_pydantic(text: str) -> Any:
-        try:
-            return adapter.validate_json(text)
-        except pydantic.ValidationError as exc:
-            raise OutputValidationError(text, exc.errors(include_url=False)) from None
-
-    return OutputSpec(compiled, parse_pydantic)
+    # the output is validated against what the user gave (not the strict variant)
+    return OutputSpec(compiled, lambda text: validate_json(text, schema))
 
 
 # -- models and prompts ---------------------------------------------------------------
