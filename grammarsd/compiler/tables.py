@@ -54,6 +54,7 @@ from grammarsd.grammar.ir import (
     children,
     seq,
 )
+from grammarsd.grammar.passes import strongly_connected_components
 
 END = np.int32(2**30)
 
@@ -125,43 +126,7 @@ def _regular_bodies(grammar: Grammar, limits: CompileLimits) -> dict[str, Expr]:
     chains of rules (one per JSON property, say) cost no stack depth.
     """
     local = {name: _local_size_and_refs(body) for name, body in grammar.rules.items()}
-    # Tarjan's strongly connected components, iteratively; emits SCCs callees-first
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    order: list[list[str]] = []
-    for root in grammar.rules:
-        if root in index:
-            continue
-        work = [(root, 0)]
-        while work:
-            node, i = work.pop()
-            if i == 0:
-                index[node] = low[node] = len(index)
-                stack.append(node)
-                on_stack.add(node)
-            refs = local[node][1]
-            if i < len(refs):
-                work.append((node, i + 1))
-                nxt = refs[i]
-                if nxt not in index:
-                    work.append((nxt, 0))
-                elif nxt in on_stack:
-                    low[node] = min(low[node], index[nxt])
-                continue
-            for r in refs:
-                if r in on_stack:
-                    low[node] = min(low[node], low[r])
-            if low[node] == index[node]:
-                scc = []
-                while True:
-                    w = stack.pop()
-                    on_stack.discard(w)
-                    scc.append(w)
-                    if w == node:
-                        break
-                order.append(scc)
+    order = strongly_connected_components({name: refs for name, (_, refs) in local.items()})
     size: dict[str, int] = {}
     regular: dict[str, Expr] = {}
     for scc in order:  # callees first

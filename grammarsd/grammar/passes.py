@@ -12,7 +12,7 @@ Every pass returns a new ``Grammar`` with the same start rule and the same langu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from grammarsd.errors import EmptyLanguageError
 from grammarsd.grammar.ir import (
@@ -130,15 +130,16 @@ def remove_unproductive(g: Grammar) -> Grammar:
     return Grammar(_restrict(rules, g.start), start=g.start)
 
 
-def _recursive_rules(rules: Mapping[str, Expr]) -> set[str]:
-    """Rules that can reach themselves through references (Tarjan's SCC, iterative)."""
-    edges = {name: sorted({r.name for r in iter_refs(body)}) for name, body in rules.items()}
+def strongly_connected_components(edges: Mapping[str, Sequence[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of a reference graph, iteratively (no recursion,
+    so long chains of rules cost no stack). Components come callees first: every component is
+    listed after all components it references."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     on_stack: set[str] = set()
-    out: set[str] = set()
-    for root in rules:
+    out: list[list[str]] = []
+    for root in edges:
         if root in index:
             continue
         work = [(root, 0)]
@@ -164,12 +165,22 @@ def _recursive_rules(rules: Mapping[str, Expr]) -> set[str]:
                     component.append(member)
                     if member == node:
                         break
-                if len(component) > 1 or node in edges[node]:
-                    out.update(component)
+                out.append(component)
             if work:
                 parent = work[-1][0]
                 low[parent] = min(low[parent], low[node])
     return out
+
+
+def _recursive_rules(rules: Mapping[str, Expr]) -> set[str]:
+    """Rules that can reach themselves through references."""
+    edges = {name: sorted({r.name for r in iter_refs(body)}) for name, body in rules.items()}
+    return {
+        member
+        for component in strongly_connected_components(edges)
+        if len(component) > 1 or component[0] in edges[component[0]]
+        for member in component
+    }
 
 
 def _substitute(name: str, body: Expr) -> Callable[[Ref], Expr]:
