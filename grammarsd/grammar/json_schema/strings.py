@@ -17,6 +17,7 @@ Lone surrogate escapes are never produced (they decode to no Unicode scalar valu
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 
@@ -51,6 +52,7 @@ def _hex_digit(lo: int, hi: int) -> Expr:
     return class_expr(char_set(text + text.upper()))
 
 
+@functools.lru_cache(maxsize=8192)
 def _hex_range(lo: int, hi: int, width: int) -> Expr:
     """Exactly ``width`` hex digits whose value lies in ``[lo, hi]``."""
     if width == 0:
@@ -89,6 +91,7 @@ def _astral_pairs(lo: int, hi: int) -> Expr:
     return choice(*parts)
 
 
+@functools.lru_cache(maxsize=4096)  # IR is immutable: the same classes recur across schemas
 def encode_class(cc: CharClass) -> Expr:
     """Every JSON encoding of one decoded character from ``cc`` (see the module docstring).
 
