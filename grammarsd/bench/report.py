@@ -245,7 +245,14 @@ def read_warmups(out_dir: Path) -> dict[str, dict[str, float]]:
 def plot_cdfs(records: Mapping[str, Sequence[SchemaRecord]], out_dir: Path) -> list[Path]:
     """Write ``mask_time_cdf.png`` (fraction of masks under x µs) and ``compile_time_cdf.png``
     (fraction of *all* schemas compiled in under x ms: a curve tops out at the compiled share)."""
-    import matplotlib
+    from grammarsd.bench.maskbench import MaskBenchError
+
+    try:
+        import matplotlib
+    except ImportError:
+        raise MaskBenchError(
+            "MaskBench plots need matplotlib", hint="pip install 'grammarsd[bench]'"
+        ) from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
