@@ -14,6 +14,10 @@ Subcommands:
     MaskBench: per-schema token-mask correctness and speed of grammarsd and its peers
     (``grammarsd.bench.maskbench``).
 
+``bench jsonschemabench [--data DIR] [--subsets A,B] [--limit N] ...``
+    JSONSchemaBench: generation with one model for every engine, coverage and efficiency
+    (``grammarsd.bench.jsonschemabench``).
+
 To add a subcommand, write ``_add_<name>(subparsers)`` that registers its arguments and sets
 ``func`` to a ``(args, out) -> int`` handler, and list it in :data:`_SUBCOMMANDS`.
 """
@@ -215,6 +219,18 @@ def _add_bench(subparsers: Any) -> None:
     )
     add_arguments(mb)
     mb.set_defaults(func=run_from_args)
+
+    from grammarsd.bench import jsonschemabench
+
+    jsb = benches.add_parser(
+        "jsonschemabench",
+        help="generate for real-world JSON Schemas with one model, every engine side by side",
+        description="JSONSchemaBench: coverage (declared, empirical, compliance) and efficiency "
+        "(GCT, TTFT, TPOT) of grammarsd and its peers, driven through one model and decode loop; "
+        "resumable results, report and plots under --out.",
+    )
+    jsonschemabench.add_arguments(jsb)
+    jsb.set_defaults(func=jsonschemabench.run_from_args)
 
 
 _SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_demo, _add_generate, _add_bench)

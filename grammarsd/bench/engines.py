@@ -96,6 +96,44 @@ class Engine(ABC):
         """A fresh matcher of ``compiled`` writing its masks into ``bitmask`` (``int32[1, W]``)."""
 
 
+class EngineConstraint:
+    """A schema compiled by any engine, as a constraint of grammarsd's decode loop
+    (``grammarsd.decoding.loop.Constraint``): the engine writes each mask into its own buffer and
+    the loop's bitmask row receives a copy (zero past the engine's vocabulary). The output is
+    complete when the engine allows EOS."""
+
+    def __init__(self, engine: Engine, compiled: Any) -> None:
+        self.engine = engine
+        self.compiled = compiled
+
+    def matcher(self) -> _LoopMatcher:
+        return _LoopMatcher(self.engine, self.compiled)
+
+
+class _LoopMatcher:
+    def __init__(self, engine: Engine, compiled: Any) -> None:
+        import torch
+
+        self._buf = np.zeros((1, (engine.vocab_size + 31) // 32), dtype=np.int32)
+        self._words = torch.from_numpy(self._buf[0])  # shares memory with the buffer
+        self._m = engine.matcher(compiled, self._buf)
+        self._eos = engine.eos_id
+
+    def fill_next_token_bitmask(self, bitmask: Any, index: int = 0) -> None:
+        self._m.fill()
+        n = self._buf.shape[1]
+        bitmask[index, :n] = self._words
+        bitmask[index, n:] = 0
+
+    def accept_token(self, token_id: int) -> bool:
+        if token_id == self._eos:  # EOS ends the row; engines differ on whether it is consumed
+            return self.is_accepting()
+        return self._m.accept(token_id)
+
+    def is_accepting(self) -> bool:
+        return bool((int(self._buf[0, self._eos >> 5]) >> (self._eos & 31)) & 1)
+
+
 # -- grammarsd ----------------------------------------------------------------------------------
 
 
@@ -339,6 +377,7 @@ def engine_class(spec: str) -> type[Engine]:
 __all__ = [
     "ENGINES",
     "Engine",
+    "EngineConstraint",
     "EngineMatcher",
     "GrammarsdAnyOrderEngine",
     "GrammarsdEngine",

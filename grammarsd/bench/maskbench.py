@@ -35,11 +35,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import sys
 import time
-import traceback
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection
@@ -49,6 +47,7 @@ from typing import Any, Literal, TextIO
 import numpy as np
 
 from grammarsd.bench.engines import ENGINES, Engine, engine_class
+from grammarsd.bench.workers import Reply, Worker, WorkerStartError, serve
 from grammarsd.errors import GrammarsdError
 
 Status = Literal["ok", "compile_error", "timeout", "error"]
@@ -136,6 +135,16 @@ class MaskBenchError(GrammarsdError):
         super().__init__(where + message, hint=hint)
 
 
+def spread(items: Sequence[Any], limit: int | None) -> list[Any]:
+    """``limit`` of ``items`` evenly spread over their order (all when ``limit`` is None or larger);
+    deterministic, so reruns select the same ones."""
+    if limit is None or limit >= len(items):
+        return list(items)
+    if limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    return [items[i * len(items) // limit] for i in range(limit)]
+
+
 def schema_files(data_dir: Path, limit: int | None = None) -> list[Path]:
     """The ``*.json`` files of ``data_dir``, sorted by name; with ``limit``, ``limit`` of them
     evenly spread over that order (deterministic, so reruns select the same files).
@@ -150,11 +159,7 @@ def schema_files(data_dir: Path, limit: int | None = None) -> list[Path]:
     files = sorted(data_dir.glob("*.json"))
     if not files:
         raise MaskBenchError("no *.json files", path=data_dir)
-    if limit is not None and limit < len(files):
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit}")
-        files = [files[i * len(files) // limit] for i in range(limit)]
-    return files
+    return spread(files, limit)
 
 
 def load_case(path: Path, tokenizer: Any) -> SchemaCase:
@@ -282,116 +287,24 @@ def _tokenizer(name: str) -> Any:
     return _TOKENIZERS[name]
 
 
-def _worker_main(conn: Connection, engine_spec: str, tokenizer_name: str) -> None:
-    """Worker loop: set up, report ``("ready", info)``, then answer each case with a record."""
+def _worker_setup(engine_spec: str, tokenizer_name: str) -> tuple[dict[str, Any], Any]:
+    """Set up one engine in a worker: returns its timings and the case handler."""
     os.environ.setdefault("RAYON_NUM_THREADS", "1")  # single-threaded peers (Rust thread pools)
-    try:
-        tokenizer = _tokenizer(tokenizer_name)
-        start = time.perf_counter()
-        engine = engine_class(engine_spec)(tokenizer)
-        setup_s = time.perf_counter() - start
-        warmup_s = _warm_up(engine, tokenizer)
-    except BaseException:
-        conn.send(("failed", traceback.format_exc(limit=8)))
-        return
-    conn.send(("ready", {"engine": engine.name, "setup_s": setup_s, "warmup_s": warmup_s}))
+    tokenizer = _tokenizer(tokenizer_name)
+    start = time.perf_counter()
+    engine = engine_class(engine_spec)(tokenizer)
+    setup_s = time.perf_counter() - start
+    warmup_s = _warm_up(engine, tokenizer)
     bitmask = np.zeros((1, (engine.vocab_size + 31) // 32), dtype=np.int32)
-    while True:
-        case = conn.recv()
-        if case is None:
-            return
-        conn.send(asdict(run_case(engine, case, bitmask)))
+    info = {"engine": engine.name, "setup_s": setup_s, "warmup_s": warmup_s}
+    return info, lambda case: asdict(run_case(engine, case, bitmask))
+
+
+def _worker_main(conn: Connection, engine_spec: str, tokenizer_name: str) -> None:
+    serve(conn, lambda: _worker_setup(engine_spec, tokenizer_name))
 
 
 # -- in the parent ------------------------------------------------------------------------------
-
-
-class _Worker:
-    """A worker process for one engine, restarted after a timeout or crash."""
-
-    def __init__(self, engine_spec: str, tokenizer_name: str, setup_timeout_s: float) -> None:
-        self.engine_spec = engine_spec
-        self.tokenizer_name = tokenizer_name
-        self.setup_timeout_s = setup_timeout_s
-        self._proc: Any = None
-        self._conn: Connection | None = None
-
-    def start(self) -> dict[str, Any]:
-        """Start the process and wait for it to be ready; returns its set-up timings."""
-        method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-        ctx: Any = mp.get_context(method)
-        parent, child = ctx.Pipe()
-        proc = ctx.Process(
-            target=_worker_main, args=(child, self.engine_spec, self.tokenizer_name), daemon=True
-        )
-        proc.start()
-        child.close()
-        self._proc, self._conn = proc, parent
-        if not parent.poll(self.setup_timeout_s):
-            self.kill()
-            raise MaskBenchError(
-                f"engine {self.engine_spec!r} did not start within {self.setup_timeout_s:.0f} s"
-            )
-        try:
-            kind, info = parent.recv()
-        except EOFError:
-            code = proc.exitcode
-            self.kill()
-            raise MaskBenchError(
-                f"engine {self.engine_spec!r} worker died while starting (exit code {code})"
-            ) from None
-        if kind != "ready":
-            self.kill()
-            raise MaskBenchError(
-                f"engine {self.engine_spec!r} cannot start:\n{info}",
-                hint="install the bench extra (pip install 'grammarsd[bench]') or leave the "
-                "engine out of --engines",
-            )
-        return dict(info)
-
-    def run(self, case: SchemaCase, timeout_s: float, engine_name: str) -> SchemaRecord:
-        """Run one case; a timeout or a dead worker becomes the case's record (and the worker is
-        killed, to be restarted by the next ``run``)."""
-        if self._conn is None:
-            raise RuntimeError("worker not started")
-        conn = self._conn
-        try:
-            conn.send(case)
-            if conn.poll(timeout_s):
-                return SchemaRecord(**conn.recv())
-        except (EOFError, BrokenPipeError, ConnectionResetError):
-            self._proc.join(5)
-            code = self._proc.exitcode
-            self.kill()
-            return SchemaRecord(
-                case.name, engine_name, "error", error=f"worker died (exit code {code})"
-            )
-        self.kill()
-        return SchemaRecord(case.name, engine_name, "timeout", error=f"over {timeout_s:g} s")
-
-    @property
-    def alive(self) -> bool:
-        return self._proc is not None and self._proc.is_alive()
-
-    def kill(self) -> None:
-        """Kill this worker's process (only ours) and forget it."""
-        if self._proc is not None:
-            if self._proc.is_alive():
-                self._proc.kill()
-            self._proc.join()
-        if self._conn is not None:
-            self._conn.close()
-        self._proc, self._conn = None, None
-
-    def close(self) -> None:
-        """Ask the worker to finish, then make sure it is gone."""
-        if self._conn is not None and self.alive:
-            try:
-                self._conn.send(None)
-                self._proc.join(10)
-            except (BrokenPipeError, OSError):
-                pass
-        self.kill()
 
 
 @dataclass(frozen=True)
@@ -519,16 +432,27 @@ def _run_engine(
     done: dict[str, SchemaRecord],
     bar: Any,
 ) -> None:
-    worker = _Worker(spec, cfg.tokenizer, setup_timeout_s=max(300.0, cfg.timeout_s))
+    worker = Worker(
+        name,
+        _worker_main,
+        (spec, cfg.tokenizer),
+        setup_timeout_s=max(300.0, cfg.timeout_s),
+        method="fork",  # workers inherit the loaded tokenizer
+        hint="install the bench extra (pip install 'grammarsd[bench]') or leave the engine out "
+        "of --engines",
+    )
     bar.set_description(name)
     try:
         with results_path(cfg.out_dir, name).open("a", encoding="utf-8") as out:
             for case in cases:
                 if not worker.alive:
-                    info = worker.start()
+                    try:
+                        info = worker.start()
+                    except WorkerStartError as e:
+                        raise MaskBenchError(f"engine {e.message}", hint=e.hint) from e
                     with (cfg.out_dir / "warmup.jsonl").open("a", encoding="utf-8") as w:
                         w.write(json.dumps(info) + "\n")
-                rec = worker.run(case, cfg.timeout_s, name)
+                rec = _record(worker.run(case, cfg.timeout_s), case, name, cfg.timeout_s)
                 if rec.status in ("timeout", "error") and cfg.progress:
                     bar.write(f"{name} {case.name}: {rec.status} {rec.error or ''}".rstrip()[:300])
                 out.write(json.dumps(asdict(rec)) + "\n")
@@ -537,6 +461,15 @@ def _run_engine(
                 bar.update(1)
     finally:
         worker.close()
+
+
+def _record(reply: Reply, case: SchemaCase, name: str, timeout_s: float) -> SchemaRecord:
+    """The record of one worker reply (a timeout or a dead worker is the case's failure)."""
+    if reply.status == "ok":
+        return SchemaRecord(**reply.value)
+    if reply.status == "timeout":
+        return SchemaRecord(case.name, name, "timeout", error=f"over {timeout_s:g} s")
+    return SchemaRecord(case.name, name, "error", error=f"worker died (exit code {reply.exit_code})")
 
 
 class _NoBar:
@@ -635,4 +568,5 @@ __all__ = [
     "run_from_args",
     "run_maskbench",
     "schema_files",
+    "spread",
 ]

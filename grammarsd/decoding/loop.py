@@ -29,7 +29,7 @@ import secrets
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import torch
@@ -40,9 +40,28 @@ from grammarsd.errors import GenerationError
 from grammarsd.kernels.bitmask import allocate_token_bitmask
 
 if TYPE_CHECKING:
-    from grammarsd.compiler.compiled import CompiledGrammar
-    from grammarsd.matcher.matcher import GrammarMatcher
     from grammarsd.tokenizer.info import TokenizerInfo
+
+
+class TokenMatcher(Protocol):
+    """What the loop needs from a grammar state (``GrammarMatcher`` is one; benchmark adapters
+    drive peer engines through the same loop with it)."""
+
+    def fill_next_token_bitmask(self, bitmask: Any, index: int = 0) -> Any:
+        """Write the allowed tokens of the next position into row ``index`` of ``bitmask``."""
+
+    def accept_token(self, token_id: int) -> bool:
+        """Advance by one allowed token."""
+
+    def is_accepting(self) -> bool:
+        """The output so far is complete."""
+
+
+class Constraint(Protocol):
+    """A compiled grammar: a factory of fresh matchers (``CompiledGrammar`` is one)."""
+
+    def matcher(self) -> TokenMatcher:
+        """A matcher at the empty prefix."""
 
 FinishReason = Literal["stop", "eos", "length", "grammar"]
 """Why a row ended: a stop string, the model chose EOS, ``max_tokens``, or the grammar allowed
@@ -92,7 +111,7 @@ class Row:
 
     ids: list[int]
     prompt_len: int
-    matcher: GrammarMatcher | None
+    matcher: TokenMatcher | None
     pending: list[int] = field(default_factory=list)
     fed: int = 0
     output: bytearray = field(default_factory=bytearray)
@@ -142,7 +161,7 @@ class Decoding:
         model: Any,
         info: TokenizerInfo,
         prompts: Sequence[Sequence[int]],
-        compiled: CompiledGrammar | None,
+        compiled: Constraint | None,
         params: SamplingParams,
         config: DecodeConfig,
         *,
@@ -328,4 +347,12 @@ def _free_text_mask(info: TokenizerInfo) -> torch.Tensor | None:
     return mask
 
 
-__all__ = ["DecodeConfig", "DecodeStats", "Decoding", "FinishReason", "Row"]
+__all__ = [
+    "Constraint",
+    "DecodeConfig",
+    "DecodeStats",
+    "Decoding",
+    "FinishReason",
+    "Row",
+    "TokenMatcher",
+]

@@ -1,0 +1,164 @@
+"""Benchmark worker processes: one engine per process, killed on a timeout or crash, restarted.
+
+A worker runs ``target(conn, *args)``. The target sets itself up, sends ``("ready", info)`` (or
+``("failed", traceback)``), then answers every job received on ``conn`` with one picklable reply
+until it receives ``None``. The parent side, :class:`Worker`, turns a hang into a ``timeout`` and
+a dead process into ``died`` without taking the run down: the benchmark records the failure against
+that one job and goes on with a fresh process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any, Literal
+
+from grammarsd.errors import GrammarsdError
+
+
+class WorkerStartError(GrammarsdError):
+    """A worker could not start: it failed in set-up, died, or took longer than allowed."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The outcome of one job: ``ok`` with the target's ``value``, ``timeout`` (the process was
+    killed after ``timeout_s``) or ``died`` (``exit_code`` says how)."""
+
+    status: Literal["ok", "timeout", "died"]
+    value: Any = None
+    exit_code: int | None = None
+
+
+class Worker:
+    """One worker process running ``target`` with ``args``; started on demand.
+
+    Parameters
+    ----------
+    label : names the worker in errors (an engine name).
+    target : the process's main function, ``target(conn, *args)``.
+    args : picklable arguments after ``conn``.
+    setup_timeout_s : how long ``start`` waits for ``("ready", info)``.
+    method : ``"fork"`` (inherits the parent's loaded objects; only where available) or
+        ``"spawn"`` (a fresh interpreter: safe after torch has started threads).
+    hint : added to the error when set-up fails (e.g. which extra to install).
+    """
+
+    def __init__(
+        self,
+        label: str,
+        target: Callable[..., None],
+        args: tuple[Any, ...],
+        *,
+        setup_timeout_s: float,
+        method: Literal["fork", "spawn"] = "spawn",
+        hint: str | None = None,
+    ) -> None:
+        self.label = label
+        self.target = target
+        self.args = args
+        self.setup_timeout_s = setup_timeout_s
+        self.method = method if method in mp.get_all_start_methods() else "spawn"
+        self.hint = hint
+        self._proc: Any = None
+        self._conn: Connection | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.is_alive()
+
+    def start(self) -> dict[str, Any]:
+        """Start the process and wait until it is ready; returns the info it sent.
+
+        Raises
+        ------
+        WorkerStartError
+            If set-up failed (with the worker's traceback), the process died, or it was not ready
+            within ``setup_timeout_s``.
+        """
+        ctx: Any = mp.get_context(self.method)
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=self.target, args=(child, *self.args), daemon=True)
+        proc.start()
+        child.close()
+        self._proc, self._conn = proc, parent
+        if not parent.poll(self.setup_timeout_s):
+            self.kill()
+            raise WorkerStartError(
+                f"{self.label!r} did not start within {self.setup_timeout_s:.0f} s"
+            )
+        try:
+            kind, info = parent.recv()
+        except EOFError:
+            code = proc.exitcode
+            self.kill()
+            raise WorkerStartError(
+                f"{self.label!r} worker died while starting (exit code {code})"
+            ) from None
+        if kind != "ready":
+            self.kill()
+            raise WorkerStartError(f"{self.label!r} cannot start:\n{info}", hint=self.hint)
+        return dict(info)
+
+    def run(self, job: Any, timeout_s: float) -> Reply:
+        """Send one job and wait for its reply. A timeout or a dead process kills the worker (the
+        caller restarts it with ``start``)."""
+        if self._conn is None:
+            raise RuntimeError("worker not started")
+        conn = self._conn
+        try:
+            conn.send(job)
+            if conn.poll(timeout_s):
+                return Reply("ok", conn.recv())
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            self._proc.join(5)
+            code = self._proc.exitcode
+            self.kill()
+            return Reply("died", exit_code=code)
+        self.kill()
+        return Reply("timeout")
+
+    def kill(self) -> None:
+        """Kill this worker's process (only ours) and forget it."""
+        if self._proc is not None:
+            if self._proc.is_alive():
+                self._proc.kill()
+            self._proc.join()
+        if self._conn is not None:
+            self._conn.close()
+        self._proc, self._conn = None, None
+
+    def close(self) -> None:
+        """Ask the worker to finish, then make sure it is gone."""
+        if self._conn is not None and self.alive:
+            try:
+                self._conn.send(None)
+                self._proc.join(10)
+            except (BrokenPipeError, OSError):
+                pass
+        self.kill()
+
+
+def serve(
+    conn: Connection, setup: Callable[[], tuple[dict[str, Any], Callable[[Any], Any]]]
+) -> None:
+    """The worker side: ``setup()`` returns ``(ready_info, handle)``; then every job received is
+    answered with ``handle(job)`` until ``None`` arrives. A failing set-up sends its traceback."""
+    import traceback
+
+    try:
+        info, handle = setup()
+    except BaseException:
+        conn.send(("failed", traceback.format_exc(limit=8)))
+        return
+    conn.send(("ready", info))
+    while True:
+        job = conn.recv()
+        if job is None:
+            return
+        conn.send(handle(job))
+
+
+__all__ = ["Reply", "Worker", "WorkerStartError", "serve"]
