@@ -18,6 +18,10 @@ Subcommands:
     JSONSchemaBench: generation with one model for every engine, coverage and efficiency
     (``grammarsd.bench.jsonschemabench``).
 
+``bench test-suite [--suite DIR] [--out DIR]``
+    The JSON Schema Test Suite as judge of the JSON Schema compiler: per-keyword passed / refused /
+    wrong (``grammarsd.bench.test_suite``).
+
 To add a subcommand, write ``_add_<name>(subparsers)`` that registers its arguments and sets
 ``func`` to a ``(args, out) -> int`` handler, and list it in :data:`_SUBCOMMANDS`.
 """
@@ -231,6 +235,18 @@ def _add_bench(subparsers: Any) -> None:
     )
     jsonschemabench.add_arguments(jsb)
     jsb.set_defaults(func=jsonschemabench.run_from_args)
+
+    from grammarsd.bench import test_suite
+
+    ts = benches.add_parser(
+        "test-suite",
+        help="judge the JSON Schema compiler with the official JSON Schema Test Suite",
+        description="Compile every schema of the JSON Schema Test Suite: each must be refused "
+        "(SchemaUnsupportedError) or agree with every valid/invalid label. Prints the per-keyword "
+        "table; exit status 1 when any answer is wrong.",
+    )
+    test_suite.add_arguments(ts)
+    ts.set_defaults(func=test_suite.run_from_args)
 
 
 _SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_demo, _add_generate, _add_bench)

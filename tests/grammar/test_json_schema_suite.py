@@ -1,7 +1,7 @@
 """The JSON Schema Test Suite as judge: refusals are fine, wrong answers are not.
 
 Each vendored suite file (drafts 7 and 2020-12, core and ``optional/format``) is judged by
-``bench/json_schema_test_suite.py``: a schema is refused (``SchemaUnsupportedError``) or its
+``grammarsd.bench.test_suite``: a schema is refused (``SchemaUnsupportedError``) or its
 grammar must agree with the suite's ``valid`` label on every instance, membership decided by the
 reference recognizer. The oracle is the suite's labels, not our code.
 """
@@ -9,19 +9,10 @@ reference recognizer. The oracle is the suite's labels, not our code.
 from __future__ import annotations
 
 import functools
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("suite_judge", ROOT / "bench" /
-                                               "json_schema_test_suite.py")
-assert _spec is not None and _spec.loader is not None
-judge = importlib.util.module_from_spec(_spec)
-sys.modules["suite_judge"] = judge  # dataclasses look their module up while building
-_spec.loader.exec_module(judge)
+from grammarsd.bench import test_suite as judge
 
 _judged = functools.lru_cache(maxsize=None)(judge.judge_file)
 FILES = [p for d in ("draft7", "draft2020-12") for p in judge.suite_files(judge.DEFAULT_SUITE, d)]
