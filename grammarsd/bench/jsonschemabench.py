@@ -58,7 +58,15 @@ from typing import Any, Literal, TextIO
 
 from grammarsd.bench.engines import ENGINES, Engine, EngineConstraint, engine_class
 from grammarsd.bench.maskbench import spread
-from grammarsd.bench.workers import Reply, Worker, WorkerStartError, serve
+from grammarsd.bench.workers import (
+    Reply,
+    Worker,
+    WorkerStartError,
+    describe,
+    drop_torn_tail,
+    progress,
+    serve,
+)
 from grammarsd.errors import GrammarsdError
 
 UNCONSTRAINED = "unconstrained"
@@ -411,7 +419,7 @@ class _Runner:
         try:
             return self._run(job, max_tokens or self.protocol.max_tokens)
         except Exception as e:
-            return JsbRecord(job.key, self.name, "error", error=f"in the runner: {_describe(e)}")
+            return JsbRecord(job.key, self.name, "error", error=f"in the runner: {describe(e)}")
 
     def _run(self, job: Job, limit: int) -> JsbRecord:
         from grammarsd.api.generate import prompt_ids
@@ -434,10 +442,10 @@ class _Runner:
             try:
                 compiled = self.engine.compile(job.schema)
             except self.engine.refusals as e:
-                rec.compile_status, rec.error = "unsupported", _describe(e)
+                rec.compile_status, rec.error = "unsupported", describe(e)
                 return rec
             except Exception as e:
-                rec.compile_status, rec.error = "error", _describe(e)
+                rec.compile_status, rec.error = "error", describe(e)
                 return rec
             constraint = EngineConstraint(self.engine, compiled)
         compiled_at = time.perf_counter()
@@ -471,7 +479,7 @@ class _Runner:
             else:
                 rec.decode_status = "max_tokens" if row and row.finish == "length" else "ok"
         except Exception as e:
-            rec.decode_status, rec.error = "error", _describe(e)
+            rec.decode_status, rec.error = "error", describe(e)
         end = time.perf_counter()
         if row is not None:
             rec.output = row.text_bytes.decode("utf-8", errors="replace")
@@ -483,11 +491,6 @@ class _Runner:
             after = rec.output_tokens - tokens_at_first
             rec.tpot_ms = 1e3 * (end - first_at) / after if after > 0 else None
         return rec
-
-
-def _describe(e: BaseException) -> str:
-    text = f"{type(e).__name__}: {e}"
-    return text if len(text) <= 2000 else text[:2000] + "..."
 
 
 def _worker_setup(
@@ -569,9 +572,7 @@ def read_records(path: Path) -> Iterator[JsbRecord]:
     killed mid-write) is dropped."""
     if not path.exists():
         return
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        path.write_bytes(data[: data.rfind(b"\n") + 1])
+    drop_torn_tail(path)
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         try:
             yield JsbRecord(**json.loads(line))
@@ -622,7 +623,7 @@ def run_jsonschemabench(cfg: JsbConfig) -> dict[str, list[JsbRecord]]:
             todo.put(s)
             remaining += len(missing)
     total = len(schemas) * len(names)
-    bar = _progress(total, total - remaining, cfg.progress)
+    bar = progress(total, initial=total - remaining, unit="run", enabled=cfg.progress)
     lock = threading.Lock()
     outs = {
         name: results_path(cfg.out_dir, name).open("a", encoding="utf-8") for name in names.values()
@@ -719,20 +720,6 @@ def _record(reply: Reply, key: str, name: str, limit: float) -> JsbRecord:
             "token, so compilation or one mask hung)",
         )
     return JsbRecord(key, name, "error", error=f"worker died (exit code {reply.exit_code})")
-
-
-class _NoBar:
-    def update(self, n: int) -> None: ...
-    def write(self, text: str) -> None: ...
-    def close(self) -> None: ...
-
-
-def _progress(total: int, initial: int, enabled: bool) -> Any:
-    if not enabled:
-        return _NoBar()
-    from tqdm import tqdm
-
-    return tqdm(total=total, initial=initial, unit="run", dynamic_ncols=True)
 
 
 # -- command line -------------------------------------------------------------------------------

@@ -47,7 +47,15 @@ from typing import Any, Literal, TextIO
 import numpy as np
 
 from grammarsd.bench.engines import ENGINES, Engine, engine_class
-from grammarsd.bench.workers import Reply, Worker, WorkerStartError, serve
+from grammarsd.bench.workers import (
+    Reply,
+    Worker,
+    WorkerStartError,
+    describe,
+    drop_torn_tail,
+    progress,
+    serve,
+)
 from grammarsd.errors import GrammarsdError
 
 Status = Literal["ok", "compile_error", "timeout", "error"]
@@ -212,10 +220,10 @@ def run_case(engine: Engine, case: SchemaCase, bitmask: np.ndarray) -> SchemaRec
         m = engine.matcher(engine.compile(case.schema), bitmask)
         m.fill()
     except engine.refusals as e:
-        rec.status, rec.error = "compile_error", _describe(e)
+        rec.status, rec.error = "compile_error", describe(e)
         return rec
     except Exception as e:
-        rec.status, rec.error = "error", f"while compiling: {_describe(e)}"
+        rec.status, rec.error = "error", f"while compiling: {describe(e)}"
         return rec
     rec.compile_s = time.perf_counter() - start
     clock = time.perf_counter_ns
@@ -252,15 +260,10 @@ def run_case(engine: Engine, case: SchemaCase, bitmask: np.ndarray) -> SchemaRec
             schema=case.name,
             engine=engine.name,
             status="error",
-            error=f"while matching: {_describe(e)}",
+            error=f"while matching: {describe(e)}",
             compile_s=rec.compile_s,
         )
     return rec
-
-
-def _describe(e: BaseException) -> str:
-    text = f"{type(e).__name__}: {e}"
-    return text if len(text) <= 2000 else text[:2000] + "..."
 
 
 def _warm_up(engine: Engine, tokenizer: Any) -> float:
@@ -359,14 +362,6 @@ def read_records(path: Path) -> Iterator[SchemaRecord]:
             raise MaskBenchError(f"not a result record: {e}", path=path, line=n, column=1) from e
 
 
-def _drop_torn_tail(path: Path) -> None:
-    """Cut an unfinished last line (a run killed mid-write) so that appending stays valid."""
-    if path.exists():
-        data = path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            path.write_bytes(data[: data.rfind(b"\n") + 1])
-
-
 def _check_config(cfg: MaskBenchConfig) -> None:
     """Refuse to mix results of different tokenizers in one output directory."""
     path = cfg.out_dir / "config.json"
@@ -403,7 +398,7 @@ def run_maskbench(cfg: MaskBenchConfig) -> dict[str, list[SchemaRecord]]:
     _check_config(cfg)
     names = [engine_class(spec).name for spec in cfg.engines]
     for name in names:
-        _drop_torn_tail(results_path(cfg.out_dir, name))
+        drop_torn_tail(results_path(cfg.out_dir, name))
     done = {
         name: {r.schema: r for r in read_records(results_path(cfg.out_dir, name))} for name in names
     }
@@ -413,7 +408,8 @@ def run_maskbench(cfg: MaskBenchConfig) -> dict[str, list[SchemaRecord]]:
         for c in cases
         if c.name not in done[name]
     ]
-    bar = _progress(len(cases) * len(names), len(cases) * len(names) - len(todo), cfg.progress)
+    total = len(cases) * len(names)
+    bar = progress(total, initial=total - len(todo), unit="schema", enabled=cfg.progress)
     try:
         for spec, name in zip(cfg.engines, names, strict=True):
             mine = [c for s, _, c in todo if s == spec]
@@ -469,22 +465,9 @@ def _record(reply: Reply, case: SchemaCase, name: str, timeout_s: float) -> Sche
         return SchemaRecord(**reply.value)
     if reply.status == "timeout":
         return SchemaRecord(case.name, name, "timeout", error=f"over {timeout_s:g} s")
-    return SchemaRecord(case.name, name, "error", error=f"worker died (exit code {reply.exit_code})")
-
-
-class _NoBar:
-    def update(self, n: int) -> None: ...
-    def set_description(self, text: str) -> None: ...
-    def write(self, text: str) -> None: ...
-    def close(self) -> None: ...
-
-
-def _progress(total: int, initial: int, enabled: bool) -> Any:
-    if not enabled:
-        return _NoBar()
-    from tqdm import tqdm
-
-    return tqdm(total=total, initial=initial, unit="schema", dynamic_ncols=True)
+    return SchemaRecord(
+        case.name, name, "error", error=f"worker died (exit code {reply.exit_code})"
+    )
 
 
 # -- command line -------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from grammarsd.bench.workers import progress as progress_bar
 from grammarsd.errors import GrammarsdError, SchemaUnsupportedError
 from grammarsd.grammar.ir import Grammar
 from grammarsd.grammar.json_schema import JsonSchemaOptions, schema_to_grammar
@@ -245,7 +246,7 @@ def judge_suite(suite: Path, drafts: Sequence[str] = DEFAULT_DRAFTS, *,
     files on stderr.
     """
     files = {draft: suite_files(suite, draft) for draft in drafts}
-    bar = _progress(sum(len(paths) for paths in files.values()), progress)
+    bar = progress_bar(sum(len(paths) for paths in files.values()), unit="file", enabled=progress)
     results: dict[str, list[FileResult]] = {}
     try:
         for draft, paths in files.items():
@@ -412,20 +413,6 @@ def _draft_index(path: Path) -> int:
         if path.parts[i] in DRAFT_URIS:
             return i
     raise SuiteError(f"not under a draft folder ({', '.join(DRAFT_URIS)})", path=path)
-
-
-class _NoBar:
-    def update(self, n: int) -> None: ...
-    def set_description(self, text: str) -> None: ...
-    def close(self) -> None: ...
-
-
-def _progress(total: int, enabled: bool) -> Any:
-    if not enabled:
-        return _NoBar()
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="file", dynamic_ncols=True)
 
 
 __all__ = [

@@ -1,4 +1,6 @@
-"""Benchmark worker processes: one engine per process, killed on a timeout or crash, restarted.
+"""Plumbing shared by the benchmark runners: worker processes, progress bars, result files.
+
+Worker processes run one engine each and are killed on a timeout or crash, then restarted.
 
 A worker runs ``target(conn, *args)``. The target sets itself up, sends ``("ready", info)`` (or
 ``("failed", traceback)``), then answers every job received on ``conn`` with one picklable reply
@@ -13,6 +15,7 @@ import multiprocessing as mp
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any, Literal
 
 from grammarsd.errors import GrammarsdError
@@ -161,4 +164,34 @@ def serve(
         conn.send(handle(job))
 
 
-__all__ = ["Reply", "Worker", "WorkerStartError", "serve"]
+def describe(e: BaseException, limit: int = 2000) -> str:
+    """``"Type: message"`` of an exception, cut to ``limit`` characters, for a result record."""
+    text = f"{type(e).__name__}: {e}"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def drop_torn_tail(path: Path) -> None:
+    """Cut an unfinished last line (a run killed mid-write) so that appending stays valid."""
+    if path.exists():
+        data = path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            path.write_bytes(data[: data.rfind(b"\n") + 1])
+
+
+class _NoBar:
+    def update(self, n: int) -> None: ...
+    def set_description(self, text: str) -> None: ...
+    def write(self, text: str) -> None: ...
+    def close(self) -> None: ...
+
+
+def progress(total: int, *, initial: int = 0, unit: str, enabled: bool = True) -> Any:
+    """A tqdm bar with ETA on stderr (a silent stand-in when not ``enabled``)."""
+    if not enabled:
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, unit=unit, dynamic_ncols=True)
+
+
+__all__ = ["Reply", "Worker", "WorkerStartError", "describe", "drop_torn_tail", "progress", "serve"]
