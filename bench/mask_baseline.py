@@ -1,4 +1,4 @@
-"""Mask time per token of the plain matcher (no mask cache yet) on a few grammars, Llama-3 vocabulary.
+"""Mask time per token of the matcher on a few grammars, Llama-3 vocabulary.
 
     python bench/mask_baseline.py [--tokenizer llama3]
 

@@ -534,3 +534,66 @@ def classify_tokens(
         lcp[i] = shared
         prev = t
     return n_acc, n_unc
+
+
+@njit(cache=True, nogil=True)
+def sub_dfa_signature(
+    dfa_trans: np.ndarray,
+    dfa_info: np.ndarray,
+    q: int,
+    order: np.ndarray,
+    label: np.ndarray,
+    out: np.ndarray,
+) -> int:
+    """Canonical encoding of the sub-automaton reachable from DFA state ``q`` into ``out``.
+
+    States are renumbered in breadth-first order from ``q`` (0), visiting bytes in increasing order;
+    each state is written as ``-1 - accept`` followed by one ``(first byte, run length, target)``
+    triple per maximal run of bytes with the same live target. Two states get equal encodings iff
+    their reachable sub-automata (transitions and accept flags, all ``classify_tokens`` reads) are
+    isomorphic, so equal encodings mean equal mask-cache rows for any vocabulary.
+
+    ``order`` (int32, its length bounds the number of states) is scratch; ``label`` (int32 [Q]) must
+    be all -1 and is all -1 again on return. Returns the encoding length, or -1 when the
+    sub-automaton has more states than ``order`` or its encoding does not fit ``out``.
+    """
+    cap = out.shape[0]
+    label[q] = 0
+    order[0] = q
+    n_states = 1
+    n = 0
+    i = 0
+    ok = True
+    while ok and i < n_states:
+        s = order[i]
+        i += 1
+        if n >= cap:
+            ok = False
+            break
+        out[n] = -1 - (dfa_info[s, 0] != 0)
+        n += 1
+        b = 0
+        while b < 256:
+            t = dfa_trans[s, b]
+            e = b + 1
+            while e < 256 and dfa_trans[s, e] == t:
+                e += 1
+            if t >= 0:
+                if label[t] < 0:
+                    if n_states >= order.shape[0]:
+                        ok = False
+                        break
+                    label[t] = n_states
+                    order[n_states] = t
+                    n_states += 1
+                if n + 3 > cap:
+                    ok = False
+                    break
+                out[n] = b
+                out[n + 1] = e - b
+                out[n + 2] = label[t]
+                n += 3
+            b = e
+    for j in range(n_states):
+        label[order[j]] = -1
+    return n if ok else -1

@@ -198,20 +198,20 @@ class GrammarMatcher:
         masked out (the mask needs applying). The matcher state is unchanged.
         """
         row = _bitmask_row(bitmask, index, self.compiled.tokenizer_info.vocab_size)
-        row[:] = 0
         if self.is_terminated():
+            row[:] = 0
             return True
         info = self.compiled.tokenizer_info
         cache = self._runtime.cache
 
         def fill(s: K.State) -> int:
-            row[:] = 0  # a retry after OVERFLOW or MISSING starts from scratch
+            row[:] = 0  # every try (a retry after OVERFLOW or MISSING too) starts from scratch
             return K.fill_mask(
                 self._tables, s, cache.arrays, info.token_indptr, info.token_data, row
             )
 
         self._run(fill)
-        if self.is_accepting():
+        if self._state.acc[self._pos]:  # fill_mask ran the postponed closure: acc is exact
             for t in self._eos:
                 row[t >> 5] |= np.uint32(1 << (t & 31))
         return not _all_set(row, self.compiled.tokenizer_info.vocab_size)

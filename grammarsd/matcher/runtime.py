@@ -2,11 +2,12 @@
 
 ``runtime(compiled)`` builds both on first use and keeps them on the ``CompiledGrammar``. The mask
 cache holds, per terminal DFA state, the tokens that state accepts or rejects whatever the parser holds
-and the uncertain rest (see ``matcher._kernels``). Rows are computed on first visit by one DFA-only
-walk of the token trie, so compiling stays cheap and only states that decoding reaches cost anything.
-Sets with more accepted tokens than a bitset has words are stored as bitsets, smaller ones as id lists
-(XGrammar's adaptive storage).
-"""
+and the uncertain rest (see ``matcher._kernels``). Rows are made on first visit, so compiling stays
+cheap and only states that decoding reaches cost anything: a row depends only on the sub-automaton
+reachable from its state, so it is copied from the process-wide ``rowstore`` when any grammar of the
+same tokenizer already reached an equivalent state, and otherwise computed by one DFA-only walk of
+the token trie (then stored there). Sets with more accepted tokens than a bitset has words are stored
+as bitsets, smaller ones as id lists (XGrammar's adaptive storage)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from grammarsd.matcher import _kernels as K
+from grammarsd.matcher.rowstore import Row, RowStore, shared_row_store
 
 if TYPE_CHECKING:
     from grammarsd.compiler.compiled import CompiledGrammar
+
+
+_SIG_MAX_STATES = 4096  # bigger sub-automata are not shared: a signature costs ~256 reads per state
+_SIG_MAX_INTS = 1 << 16  # bound on one signature (4 ints per byte run, 1 per state)
 
 
 def _grow(a: np.ndarray, need: int) -> np.ndarray:
@@ -31,17 +37,26 @@ def _grow(a: np.ndarray, need: int) -> np.ndarray:
 
 
 class MaskCache:
-    """Growable arrays behind ``_kernels.Cache``; ``ensure(q)`` adds the row of DFA state q."""
+    """Growable arrays behind ``_kernels.Cache``; ``ensure(q)`` adds the row of DFA state q.
 
-    def __init__(self, compiled: CompiledGrammar, tables: K.Tables) -> None:
+    Rows come from, in order: another state of this grammar with the same sub-automaton signature
+    (the index points both at one row), the shared ``RowStore``, or a trie walk (then stored).
+    """
+
+    def __init__(
+        self, compiled: CompiledGrammar, tables: K.Tables, store: RowStore | None = None
+    ) -> None:
         info = compiled.tokenizer_info
         self._tables = tables
         self._trie = compiled.trie
         self._indptr = info.token_indptr
         self._data = info.token_data
+        self._fingerprint = info.fingerprint
+        self._store = shared_row_store() if store is None else store
         self.words = (info.vocab_size + 31) // 32
         self._lock = threading.Lock()
-        self._n_rows = self._n_dense = self._n_acc = self._n_unc = 0
+        self._n_states = self._n_rows = self._n_dense = self._n_acc = self._n_unc = 0
+        self.walks = 0  # rows computed by a trie walk (the rest were copied or pointed to)
         self.arrays = K.Cache(
             index=np.full(tables.dfa_trans.shape[0], -1, dtype=np.int32),
             rows=np.zeros((16, 5), dtype=np.int64),
@@ -50,6 +65,10 @@ class MaskCache:
             unc_tok=np.zeros(1024, dtype=np.int32),
             unc_lcp=np.zeros(1024, dtype=np.int32),
         )
+        self._row_of_signature: dict[bytes, int] = {}
+        self._sig_label = np.full(tables.dfa_trans.shape[0], -1, dtype=np.int32)
+        self._sig_order = np.empty(_SIG_MAX_STATES, dtype=np.int32)
+        self._sig_out = np.empty(_SIG_MAX_INTS, dtype=np.int32)
         vocab = info.vocab_size
         self._scratch_acc = np.empty(vocab, dtype=np.int32)
         self._scratch_unc = np.empty(vocab, dtype=np.int32)
@@ -57,69 +76,98 @@ class MaskCache:
 
     @property
     def num_states(self) -> int:
-        return self._n_rows
+        """DFA states that have a row."""
+        return self._n_states
 
     def ensure(self, q: int) -> None:
-        """Compute and store the row of DFA state ``q`` (no-op if present)."""
+        """Give DFA state ``q`` its row (no-op if present)."""
         with self._lock:
             if self.arrays.index[q] >= 0:
                 return
-            trie = self._trie
-            n_acc, n_unc = K.classify_tokens(
-                self._tables.dfa_trans,
-                self._tables.dfa_info,
-                q,
-                trie.max_depth,
-                trie.byte,
-                trie.depth,
-                trie.next,
-                trie.tok_ptr,
-                trie.tok_ids,
-                self._indptr,
-                self._data,
-                self._scratch_acc,
-                self._scratch_unc,
-                self._scratch_lcp,
+            t = self._tables
+            n = K.sub_dfa_signature(
+                t.dfa_trans, t.dfa_info, q, self._sig_order, self._sig_label, self._sig_out
             )
-            c = self.arrays
-            rows = _grow(c.rows, self._n_rows + 1)
-            dense_bits, acc_tok = c.dense_bits, c.acc_tok
-            dense = -1
-            acc_lo = self._n_acc
-            if n_acc > self.words:  # a bitset is smaller than the id list
-                dense = self._n_dense
-                dense_bits = _grow(dense_bits, dense + 1)
-                row = np.zeros(self.words, dtype=np.uint32)
-                ids = self._scratch_acc[:n_acc]
-                np.bitwise_or.at(row, ids >> 5, np.left_shift(1, ids & 31).astype(np.uint32))
-                dense_bits[dense] = row
-                self._n_dense += 1
-            else:
-                acc_tok = _grow(acc_tok, acc_lo + n_acc)
-                acc_tok[acc_lo : acc_lo + n_acc] = self._scratch_acc[:n_acc]
-                self._n_acc += n_acc
-            unc_lo = self._n_unc
-            unc_tok = _grow(c.unc_tok, unc_lo + n_unc)
-            unc_lcp = _grow(c.unc_lcp, unc_lo + n_unc)
-            unc_tok[unc_lo : unc_lo + n_unc] = self._scratch_unc[:n_unc]
-            unc_lcp[unc_lo : unc_lo + n_unc] = self._scratch_lcp[:n_unc]
-            self._n_unc += n_unc
-            acc_hi = acc_lo + (0 if dense >= 0 else n_acc)
-            rows[self._n_rows] = (dense, acc_lo, acc_hi, unc_lo, unc_lo + n_unc)
-            grown = any(
-                a is not b
-                for a, b in zip(
-                    (rows, dense_bits, acc_tok, unc_tok, unc_lcp),
-                    (c.rows, c.dense_bits, c.acc_tok, c.unc_tok, c.unc_lcp),
-                    strict=True,
-                )
+            signature = self._sig_out[:n].tobytes() if n >= 0 else None
+            r = None if signature is None else self._row_of_signature.get(signature)
+            if r is None:
+                row = None if signature is None else self._store.get(self._fingerprint, signature)
+                if row is None:
+                    row = self._walk(q)
+                    if signature is not None:
+                        self._store.put(self._fingerprint, signature, row)
+                r = self._append(row)
+                if signature is not None:
+                    self._row_of_signature[signature] = r
+            self.arrays.index[q] = r  # after _append: the published index covers row r
+            self._n_states += 1
+
+    def _walk(self, q: int) -> Row:
+        """The row of ``q`` by one DFA-only walk of the token trie (views of scratch buffers)."""
+        trie = self._trie
+        n_acc, n_unc = K.classify_tokens(
+            self._tables.dfa_trans,
+            self._tables.dfa_info,
+            q,
+            trie.max_depth,
+            trie.byte,
+            trie.depth,
+            trie.next,
+            trie.tok_ptr,
+            trie.tok_ids,
+            self._indptr,
+            self._data,
+            self._scratch_acc,
+            self._scratch_unc,
+            self._scratch_lcp,
+        )
+        self.walks += 1
+        ids = self._scratch_acc[:n_acc]
+        if n_acc > self.words:  # a bitset is smaller than the id list
+            bits = np.zeros(self.words, dtype=np.uint32)
+            np.bitwise_or.at(bits, ids >> 5, np.left_shift(1, ids & 31).astype(np.uint32))
+            return Row(True, bits, self._scratch_unc[:n_unc], self._scratch_lcp[:n_unc])
+        return Row(False, ids, self._scratch_unc[:n_unc], self._scratch_lcp[:n_unc])
+
+    def _append(self, row: Row) -> int:
+        """Copy ``row`` into the cache arrays and publish them; returns its row number."""
+        c = self.arrays
+        rows = _grow(c.rows, self._n_rows + 1)
+        dense_bits, acc_tok = c.dense_bits, c.acc_tok
+        dense = -1
+        acc_lo = acc_hi = self._n_acc
+        if row.dense:
+            dense = self._n_dense
+            dense_bits = _grow(dense_bits, dense + 1)
+            dense_bits[dense] = row.accepted
+            self._n_dense += 1
+        else:
+            acc_hi = acc_lo + row.accepted.shape[0]
+            acc_tok = _grow(acc_tok, acc_hi)
+            acc_tok[acc_lo:acc_hi] = row.accepted
+            self._n_acc = acc_hi
+        unc_lo = self._n_unc
+        unc_hi = unc_lo + row.unc_tok.shape[0]
+        unc_tok = _grow(c.unc_tok, unc_hi)
+        unc_lcp = _grow(c.unc_lcp, unc_hi)
+        unc_tok[unc_lo:unc_hi] = row.unc_tok
+        unc_lcp[unc_lo:unc_hi] = row.unc_lcp
+        self._n_unc = unc_hi
+        rows[self._n_rows] = (dense, acc_lo, acc_hi, unc_lo, unc_hi)
+        grown = any(
+            a is not b
+            for a, b in zip(
+                (rows, dense_bits, acc_tok, unc_tok, unc_lcp),
+                (c.rows, c.dense_bits, c.acc_tok, c.unc_tok, c.unc_lcp),
+                strict=True,
             )
+        )
+        if grown:
             # a kernel running on the old snapshot must never see an index entry pointing past
-            # its arrays: publish into a fresh index whenever an array was reallocated
-            index = c.index.copy() if grown else c.index
-            index[q] = self._n_rows
-            self._n_rows += 1
-            self.arrays = K.Cache(index, rows, dense_bits, acc_tok, unc_tok, unc_lcp)
+            # its arrays: publish the new arrays with a fresh index
+            self.arrays = K.Cache(c.index.copy(), rows, dense_bits, acc_tok, unc_tok, unc_lcp)
+        self._n_rows += 1
+        return self._n_rows - 1
 
 
 class Runtime:

@@ -1,0 +1,190 @@
+"""Mask-cache rows shared across grammars: the sub-automaton signature and the shared row store.
+
+Oracles: brute-force enumeration of the strings each DFA state accepts (for the signature) and the
+reference recognizer's token masks (for grammars served from the store).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import grammarsd as gs
+from grammarsd.matcher import _kernels as K
+from grammarsd.matcher.reference import ReferenceRecognizer
+from grammarsd.matcher.rowstore import Row, RowStore, shared_row_store
+from grammarsd.matcher.runtime import runtime
+from grammarsd.tokenizer.info import TokenizerInfo
+
+BYTES = (0x61, 0x62, 0x63)  # the alphabet of the random DFAs: a, b, c
+
+
+def _signature(trans: np.ndarray, accept: np.ndarray, q: int, max_states: int = 64) -> bytes | None:
+    info = np.zeros((trans.shape[0], 3), dtype=np.int32)
+    info[:, 0] = accept
+    label = np.full(trans.shape[0], -1, dtype=np.int32)
+    out = np.empty(4096, dtype=np.int32)
+    n = K.sub_dfa_signature(trans, info, q, np.empty(max_states, np.int32), label, out)
+    assert (label == -1).all()  # the scratch labels are restored
+    return None if n < 0 else out[:n].tobytes()
+
+
+def _language(
+    trans: np.ndarray, accept: np.ndarray, q: int, length: int
+) -> set[tuple[bytes, bool]]:
+    """Every string over BYTES up to ``length`` that keeps q's DFA alive, with its accept flag."""
+    out = set()
+    for n in range(length + 1):
+        for word in itertools.product(BYTES, repeat=n):
+            s = q
+            for b in word:
+                s = trans[s, b]
+                if s < 0:
+                    break
+            if s >= 0:
+                out.add((bytes(word), bool(accept[s])))
+    return out
+
+
+@st.composite
+def dfas(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    n = draw(st.integers(1, 6))
+    trans = np.full((n, 256), -1, dtype=np.int32)
+    for s in range(n):
+        for b in BYTES:
+            trans[s, b] = draw(st.integers(-1, n - 1))
+    accept = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=np.int32)
+    return trans, accept
+
+
+@settings(max_examples=80, deadline=None)
+@given(dfa=dfas(), seed=st.integers(0, 2**16))
+def test_signature_is_invariant_under_renumbering(
+    dfa: tuple[np.ndarray, np.ndarray], seed: int
+) -> None:
+    trans, accept = dfa
+    n = trans.shape[0]
+    perm = np.random.default_rng(seed).permutation(n).astype(np.int32)  # old state -> new state
+    new_trans = np.full_like(trans, -1)
+    new_accept = np.zeros_like(accept)
+    for s in range(n):
+        row = trans[s]
+        new_trans[perm[s]] = np.where(row >= 0, perm[np.maximum(row, 0)], -1)
+        new_accept[perm[s]] = accept[s]
+    for q in range(n):
+        assert _signature(trans, accept, q) == _signature(new_trans, new_accept, int(perm[q]))
+
+
+@settings(max_examples=80, deadline=None)
+@given(dfa=dfas())
+def test_equal_signatures_mean_equal_languages(dfa: tuple[np.ndarray, np.ndarray]) -> None:
+    trans, accept = dfa
+    n = trans.shape[0]
+    sigs = [_signature(trans, accept, q) for q in range(n)]
+    langs = [_language(trans, accept, q, 5) for q in range(n)]
+    for a in range(n):
+        for b in range(n):
+            if sigs[a] == sigs[b]:
+                assert langs[a] == langs[b]
+
+
+def test_signature_gives_up_past_its_state_bound() -> None:
+    trans = np.full((3, 256), -1, dtype=np.int32)
+    trans[0, 0x61], trans[1, 0x61] = 1, 2  # a chain of three states
+    accept = np.array([0, 0, 1], dtype=np.int32)
+    assert _signature(trans, accept, 0, max_states=2) is None
+    assert _signature(trans, accept, 1, max_states=2) is not None
+
+
+# --------------------------------------------------------------------------- the store
+
+
+def _row(n: int) -> Row:
+    ids = np.arange(n, dtype=np.int32)
+    return Row(False, ids, ids.copy(), np.zeros(n, dtype=np.int32))
+
+
+def test_store_is_an_lru_bounded_by_memory() -> None:
+    one = len(b"k0") + _row(10).nbytes
+    store = RowStore(max_bytes=2 * one)
+    store.put("fp", b"k0", _row(10))
+    store.put("fp", b"k1", _row(10))
+    assert store.get("fp", b"k0") is not None  # k0 is now the most recently used
+    store.put("fp", b"k2", _row(10))
+    assert store.get("fp", b"k1") is None and len(store) == 2 and store.nbytes <= 2 * one
+    got = store.get("fp", b"k0")
+    assert got is not None and np.array_equal(got.accepted, np.arange(10))
+    with pytest.raises(ValueError):
+        got.accepted[0] = 5  # stored rows are read-only
+    assert store.get("other tokenizer", b"k0") is None
+    store.put("fp", b"big", _row(1000))  # bigger than the whole bound: not stored
+    assert store.get("fp", b"big") is None and store.get("fp", b"k2") is not None
+    assert (store.hits, store.misses) == (3, 3)
+
+
+# --------------------------------------------------------------------------- shared rows are right
+
+PIECES = [b"", b'"', b'":', b'":"', b"a", b"b", b"x", b"ab", b"ax", b"ba", b'a"', b'b"', b'x"']
+PIECES += [
+    "é".encode(),
+    "é".encode()[:1],
+    "é".encode()[1:],
+    'é"'.encode(),
+    b"1",
+    b"2",
+    b"12",
+    b":",
+    b"k",
+]
+PIECES += [
+    b"ke",
+    b"key",
+    b'key":"',
+    b"e",
+    b"y",
+    b"zz-row-store-test",
+]  # the last one: a unique vocab
+VOCAB = TokenizerInfo.from_token_bytes(PIECES, eos_ids=[0], special_ids=[0])
+
+
+def _walk_against_reference(compiled: gs.CompiledGrammar, text: bytes) -> None:
+    """Feed ``text`` byte-token by byte-token (where one exists), comparing every mask."""
+    ref = ReferenceRecognizer(compiled.grammar)
+    m = compiled.matcher()
+    by_bytes = {b: i for i, b in enumerate(VOCAB.token_bytes) if b}
+    prefix = b""
+    for k in range(len(text) + 1):
+        expected = [t for t in np.flatnonzero(ref.allowed_tokens(prefix, VOCAB.token_bytes)) if t]
+        got = [t for t in m.allowed_token_ids() if t != 0]
+        assert list(expected) == got, f"prefix {prefix!r}"
+        if k < len(text):
+            assert m.accept_token(by_bytes[text[k : k + 1]])
+            prefix += text[k : k + 1]
+
+
+def test_rows_served_from_the_store_equal_the_reference() -> None:
+    store = shared_row_store()
+    first = gs.compile_regex(r'"key":"[^"]*"', VOCAB, cache=False)
+    _walk_against_reference(first, b'"key":"ab')
+    hits, walks_before = store.hits, runtime(first).cache.walks
+    assert walks_before > 0
+    # a different grammar whose string body is the same sub-automaton: its rows come from the store
+    second = gs.compile_regex(r'1[0-9]*:"[^"]*"', VOCAB, cache=False)
+    _walk_against_reference(second, b'12:"xa')
+    cache = runtime(second).cache
+    assert store.hits > hits and cache.walks < cache.num_states
+    # same shape, smaller body alphabet: a different signature, so no stale row may be reused
+    third = gs.compile_regex(r'1[0-9]*:"[^"x]*"', VOCAB, cache=False)
+    _walk_against_reference(third, b'12:"ab')
+
+
+def test_rows_are_not_shared_across_tokenizers() -> None:
+    other = TokenizerInfo.from_token_bytes([*PIECES, b"-other"], eos_ids=[0], special_ids=[0])
+    gs.compile_regex(r'k[a-z]*"', VOCAB, cache=False).matcher().allowed_token_ids()
+    compiled = gs.compile_regex(r'k[a-z]*"', other, cache=False)
+    compiled.matcher().allowed_token_ids()
+    assert runtime(compiled).cache.walks == 1
