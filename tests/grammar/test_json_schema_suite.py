@@ -9,6 +9,7 @@ reference recognizer. The oracle is the suite's labels, not our code.
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import pytest
 
