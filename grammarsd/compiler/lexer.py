@@ -16,6 +16,16 @@ character states; only blocks cut by a class boundary get their own nodes. The r
 deterministic by construction; it is then trimmed, minimised and numbered breadth-first by
 ``canonical_table`` (the same routine the character automata use).
 
+JSON strings. An expression may hold sub-expressions that ``grammar.encodings`` recognises as
+"every JSON spelling of one character from class C" (raw, short escapes, ``\\uXXXX``,
+surrogate pairs). ``build_byte_dfa`` then determinises over decoded characters only (each such
+sub-expression is one *tagged* symbol, ``automata.tagged_table``) and spells tagged symbols
+here, with hash-consed escape states (after ``\\``, ``d`` hex digits left, a surrogate pair's
+low half to come) keyed like the UTF-8 ones. A JSON string with a length bound or a pattern
+thus costs a few byte states per decoded-character state instead of a subset construction
+over every escape spelling. Where a plain spelling would collide with an encoded one (same
+bytes, different targets), it falls back to expanding the encodings as IR.
+
 Layout of a ``ByteDFA``::
 
     trans   int32 [n, 256]   next state, or -1 (dead)
@@ -29,13 +39,15 @@ the single non-accepting state with no transitions (``ByteDFA.is_empty``).
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from grammarsd.errors import GrammarTooLargeError
-from grammarsd.grammar.automata import CharDFA, canonical_table
-from grammarsd.grammar.ir import MAX_CODE_POINT, Expr
+from grammarsd.grammar.automata import TAG_OFFSET, CharDFA, canonical_table, tagged_table
+from grammarsd.grammar.encodings import SHORT_ESCAPES, decoded_class
+from grammarsd.grammar.ir import MAX_CODE_POINT, Expr, children
 
 # Multi-byte UTF-8 forms: (lead-byte prefix, continuation bytes, first and last code point).
 # A lead ``prefix + i`` starts the block of 64**continuations code points from i * 64**cont.;
@@ -106,8 +118,26 @@ def build_byte_dfa(expr: Expr, *, nonempty: bool = False, max_states: int = 50_0
     GrammarTooLargeError
         ``"dfa_states"`` (or ``"nfa_states"``) past ``max_states``.
     """
+    if _has_json_char(expr):
+        bounds, trans, accept = tagged_table(expr, decoded_class, max_states=max_states)
+        try:
+            return _finish(_Lowering(bounds, trans, accept, max_states).build(), nonempty,
+                           max_states)
+        except _Overlap:
+            pass  # a plain spelling collides with an encoded one: expand the encodings as IR
     char_dfa = CharDFA.from_expr(expr, max_states=max_states)
     return byte_dfa_from_char_dfa(char_dfa, nonempty=nonempty, max_states=max_states)
+
+
+def _has_json_char(expr: Expr) -> bool:
+    """True iff some sub-expression is a recognised JSON character encoding."""
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if decoded_class(e) is not None:
+            return True
+        stack.extend(children(e))
+    return False
 
 
 def byte_dfa_from_char_dfa(
@@ -118,8 +148,13 @@ def byte_dfa_from_char_dfa(
     Invariant: ``result.matches(s.encode())`` iff ``dfa.matches(s)`` (and ``s != ""`` when
     ``nonempty``), and a byte string is alive iff it prefixes such an encoding.
     """
-    builder = _Lowering(dfa, max_states)
-    trans, accept = builder.build()
+    builder = _Lowering(dfa.bounds, dfa.trans, dfa.accept, max_states)
+    return _finish(builder.build(), nonempty, max_states)
+
+
+def _finish(table: tuple[np.ndarray, np.ndarray], nonempty: bool, max_states: int) -> ByteDFA:
+    """Canonical ``ByteDFA`` of a deterministic byte table (start 0), minus "" if ``nonempty``."""
+    trans, accept = table
     if nonempty and accept[0]:
         # a fresh non-accepting start with the old start's transitions (shifted by one)
         shifted = np.where(trans < 0, -1, trans + 1).astype(np.int32)
@@ -133,36 +168,69 @@ def byte_dfa_from_char_dfa(
     return ByteDFA(trans, accept)
 
 
-class _Lowering:
-    """Builds the (unminimised, deterministic) byte table of one ``CharDFA``.
+class _Overlap(Exception):
+    """A plain character and a JSON-encoded one spell the same bytes with different targets."""
 
-    Rows ``0..n-1`` are the character states; later rows are hash-consed intermediate states
-    keyed by ``(continuation bytes left, Pieces over the remaining offsets)``.
+
+class _Lowering:
+    """Builds the (unminimised, deterministic) byte table of one character-level table.
+
+    The table's symbols are code points ``c`` (spelled as UTF-8) and, past ``TAG_OFFSET``,
+    JSON-encoded characters ``TAG_OFFSET + c`` (spelled raw, as a short escape, as
+    ``\\uXXXX`` in either case, or as a surrogate pair; see ``grammar.encodings``).
+    Rows ``0..n-1`` are the character states; later rows are hash-consed intermediate states:
+    ``(continuation bytes left, Pieces)`` for UTF-8, and tagged keys for the escape states
+    (after ``\\``; ``d`` hex digits left; a surrogate pair's low half still to come).
     """
 
-    def __init__(self, dfa: CharDFA, max_states: int) -> None:
-        self.dfa = dfa
+    def __init__(self, bounds: np.ndarray, trans: np.ndarray, accept: np.ndarray,
+                 max_states: int) -> None:
+        self.bounds = bounds.tolist()
+        self.tagged = self.bounds[-1] >= TAG_OFFSET  # else the last atom runs to 0x10FFFF only
+        self.trans = trans
+        self.accept = accept
         self.max_states = max_states
-        n = dfa.num_states
+        n = trans.shape[0]
         self.rows: list[np.ndarray] = [np.full(256, -1, np.int32) for _ in range(n)]
-        self.nodes: dict[tuple[int, Pieces], int] = {}
+        self.nodes: dict[tuple[object, ...], int] = {}
 
     def build(self) -> tuple[np.ndarray, np.ndarray]:
-        dfa = self.dfa
-        ascii_atoms = np.searchsorted(dfa.bounds, np.arange(0x80), side="right") - 1
-        for s in range(dfa.num_states):
-            row = self.rows[s]
-            row[:0x80] = dfa.trans[s, ascii_atoms]
-            # CharDFA never has a live transition on a surrogate, so none is encoded
-            pieces = _pieces(dfa.bounds.tolist(), dfa.trans[s].tolist())
-            for prefix, depth, lo, hi in _MULTI_BYTE_FORMS:
-                span = 64**depth
-                clipped = _overwrite(_overwrite(pieces, 0, lo - 1, -1), hi + 1, None, -1)
-                for lead in _live_leads(clipped, prefix, span, hi):
-                    row[lead] = self._node(depth, _restrict(clipped, (lead - prefix) * span, span))
+        n = self.trans.shape[0]
+        for s in range(n):
+            pieces = _pieces(self.bounds, self.trans[s].tolist())
+            plain = _restrict(pieces, 0, TAG_OFFSET)
+            encoded = _restrict(pieces, TAG_OFFSET, TAG_OFFSET) if self.tagged else _DEAD
+            if encoded != _DEAD:
+                raw = _overwrite(encoded, 0, 0x1F, -1)
+                raw = _overwrite(_overwrite(raw, 0x22, 0x22, -1), 0x5C, 0x5C, -1)
+                plain = _union(plain, raw)
+                if _at(plain, 0x5C) >= 0:
+                    raise _Overlap()
+                self.rows[s][0x5C] = self._escape(encoded)
+            self._utf8_row(self.rows[s], plain)
         accept = np.zeros(len(self.rows), bool)
-        accept[: dfa.num_states] = dfa.accept
+        accept[:n] = self.accept
         return np.vstack(self.rows), accept
+
+    def _utf8_row(self, row: np.ndarray, pieces: Pieces) -> None:
+        """Spell every code point of ``pieces`` (over 0..0x10FFFF) in UTF-8 from ``row``."""
+        for start, end, target in _spans(pieces, 0x7F):
+            if target >= 0:
+                row[start : end + 1] = target
+        for prefix, depth, lo, hi in _MULTI_BYTE_FORMS:
+            span = 64**depth
+            clipped = _overwrite(_overwrite(pieces, 0, lo - 1, -1), hi + 1, None, -1)
+            for lead in _live_leads(clipped, prefix, span, hi):
+                row[lead] = self._node(depth, _restrict(clipped, (lead - prefix) * span, span))
+
+    def _new_row(self, key: tuple[object, ...]) -> tuple[int, np.ndarray]:
+        node = len(self.rows)
+        if node >= self.max_states:
+            raise GrammarTooLargeError("dfa_states", node + 1, self.max_states)
+        self.nodes[key] = node
+        row = np.full(256, -1, np.int32)
+        self.rows.append(row)
+        return node, row
 
     def _node(self, depth: int, pieces: Pieces) -> int:
         """The state that still reads ``depth`` continuation bytes, then maps by ``pieces``."""
@@ -174,18 +242,64 @@ class _Lowering:
         node = self.nodes.get(key)
         if node is not None:
             return node
-        node = len(self.rows)
-        if node >= self.max_states:
-            raise GrammarTooLargeError("dfa_states", node + 1, self.max_states)
-        self.nodes[key] = node
-        row = np.full(256, -1, np.int32)
-        self.rows.append(row)
+        node, row = self._new_row(key)
         span = 64 ** (depth - 1)
         if len(pieces) == 1:  # uniform: every continuation byte leads to the same place
             row[0x80:0xC0] = self._node(depth - 1, ((0, pieces[0][1]),))
             return node
         for byte in _live_leads(pieces, 0x80, span, 64**depth - 1):
             row[byte] = self._node(depth - 1, _restrict(pieces, (byte - 0x80) * span, span))
+        return node
+
+    def _escape(self, encoded: Pieces) -> int:
+        """The state after ``\\`` of a JSON-encoded character mapped by ``encoded``."""
+        key = ("esc", encoded)
+        node = self.nodes.get(key)
+        if node is not None:
+            return node
+        node, row = self._new_row(key)
+        for ch, esc in SHORT_ESCAPES.items():
+            row[ord(esc[1])] = _at(encoded, ord(ch))
+        # \uXXXX: BMP characters direct; high surrogates lead to the pair's low half
+        astral = _restrict(encoded, 0x10000, 0x100000)
+        highs = _blocks(astral, 0x400, 0x400, self._low_half)
+        bmp = _overwrite(_restrict(encoded, 0, 0x10000), 0xD800, 0xDFFF, -1)
+        for start, _ in highs:
+            bmp = _overwrite(bmp, 0xD800 + start, 0xDBFF, _at(highs, start))
+        row[ord("u")] = self._hex(4, bmp)
+        return node
+
+    def _low_half(self, pieces: Pieces) -> int:
+        """The state that reads ``\\uDCxx``-``\\uDFxx`` and maps its low 10 bits by ``pieces``."""
+        if pieces == _DEAD:
+            return -1
+        key = ("low", pieces)
+        node = self.nodes.get(key)
+        if node is not None:
+            return node
+        node, row = self._new_row(key)
+        u_node, u_row = self._new_row(("low-u", pieces))
+        row[0x5C] = u_node
+        low = _merge([(0, -1), *((0xDC00 + s, t) for s, t in pieces), (0xE000, -1)])
+        u_row[ord("u")] = self._hex(4, low)
+        return node
+
+    def _hex(self, digits: int, pieces: Pieces) -> int:
+        """The state that reads ``digits`` hex digits (either case) and maps their value."""
+        if pieces == _DEAD:
+            return -1
+        if digits == 0:
+            return pieces[0][1]
+        key = ("hex", digits, pieces)
+        node = self.nodes.get(key)
+        if node is not None:
+            return node
+        node, row = self._new_row(key)
+        span = 16 ** (digits - 1)
+        uniform = len(pieces) == 1
+        for v in range(16):
+            child = self._hex(digits - 1, pieces if uniform else _restrict(pieces, v * span, span))
+            row[ord("0123456789abcdef"[v])] = row[ord("0123456789ABCDEF"[v])] = child
         return node
 
 
@@ -205,6 +319,39 @@ def _live_leads(pieces: Pieces, prefix: int, span: int, last: int) -> list[int]:
             end = pieces[i + 1][0] - 1 if i + 1 < len(pieces) else last
             found.update(range(prefix + start // span, prefix + end // span + 1))
     return sorted(found)
+
+
+def _spans(pieces: Pieces, last: int) -> list[tuple[int, int, int]]:
+    """``(first, last, target)`` of every piece, clipped to ``0..last``."""
+    out = []
+    for i, (start, target) in enumerate(pieces):
+        if start > last:
+            break
+        end = pieces[i + 1][0] - 1 if i + 1 < len(pieces) else last
+        out.append((start, min(end, last), target))
+    return out
+
+
+def _union(a: Pieces, b: Pieces) -> Pieces:
+    """Pointwise union of two maps; raises ``_Overlap`` where both are live and differ."""
+    cuts = sorted({s for s, _ in a} | {s for s, _ in b})
+    out = []
+    for cut in cuts:
+        x, y = _at(a, cut), _at(b, cut)
+        if x >= 0 and y >= 0 and x != y:
+            raise _Overlap()
+        out.append((cut, max(x, y)))
+    return _merge(out)
+
+
+def _blocks(pieces: Pieces, span: int, count: int, leaf: Callable[[Pieces], int]) -> Pieces:
+    """Pieces over block indices ``0..count-1``: block ``i`` maps to ``leaf`` of ``pieces`` on
+    ``i*span .. (i+1)*span-1``. Only blocks where a piece starts are looked at; the blocks
+    between them are uniform, hence equal to the one before."""
+    starts = {0}
+    for s, _ in pieces:
+        starts.update(b for b in (s // span, s // span + 1) if b < count)
+    return _merge([(b, leaf(_restrict(pieces, b * span, span))) for b in sorted(starts)])
 
 
 def _merge(pieces: list[tuple[int, int]]) -> Pieces:

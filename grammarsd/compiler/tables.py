@@ -6,6 +6,9 @@ The grammar is split in two levels, the way lexer-plus-parser engines do, but ke
 * every *regular* piece of the grammar (a rule or sub-expression that does not reach recursion, and is
   not too big) becomes a **terminal**, compiled to a byte-level DFA (``compiler.lexer``) that consumes
   at least one byte. Inside a terminal, the parser is not touched at all;
+* a *big counted repeat* (``x{0,8192}``: its DFA would keep thousands of copies of ``x`` apart)
+  is not one terminal: it is rewritten over chunks ``x{c}`` (``CompileLimits.repeat_chunk``),
+  each chunk a small terminal and the number of chunks counted by the parser (``_chunked``);
 * the rest becomes a BNF over nonterminals and terminals, run by an Earley parser
   (``matcher._kernels``) that advances all live terminal DFAs byte by byte and completes a terminal at
   every byte where its DFA accepts (no maximal munch: the language is exactly the CFG's).
@@ -43,6 +46,7 @@ from grammarsd.compiler.lexer import ByteDFA, build_byte_dfa
 from grammarsd.errors import EmptyLanguageError, GrammarTooLargeError
 from grammarsd.grammar.ir import (
     EMPTY,
+    NOTHING,
     CharClass,
     Choice,
     Expr,
@@ -52,6 +56,8 @@ from grammarsd.grammar.ir import (
     Repeat,
     Seq,
     children,
+    choice,
+    repeat,
     seq,
 )
 from grammarsd.grammar.passes import strongly_connected_components
@@ -67,6 +73,7 @@ class CompileLimits:
     max_dfa_states: int = 200_000  # summed over all terminals
     max_productions: int = 500_000
     max_repeat: int = 100_000  # bound of a repeat of a non-regular item
+    repeat_chunk: int = 64  # counted copies one terminal may hold; longer repeats are chunked
 
 
 @dataclass(frozen=True)
@@ -117,13 +124,68 @@ def _local_size_and_refs(expr: Expr) -> tuple[int, list[str]]:
     return size, refs
 
 
-def _regular_bodies(grammar: Grammar, limits: CompileLimits) -> dict[str, Expr]:
+class _Counts:
+    """Counted repeats in regular expressions (memoised by identity).
+
+    The *expansion* of an expression is the product of the repeat bounds along its most deeply
+    counted path (``x{0,5}{0,4}`` is 20; an unbounded ``x{m,}`` counts ``m + 1``): how many
+    copies of a piece its DFA must keep apart. A repeat whose expansion exceeds ``chunk`` is
+    *big*: as one terminal its DFA would grow with the count (a JSON string of up to 8192
+    characters has ~20 byte states per character), so it is lowered in chunks instead.
+    """
+
+    def __init__(self, chunk: int) -> None:
+        self.chunk = chunk
+        self.memo: dict[int, tuple[Expr, int, bool]] = {}  # id -> (expr kept alive, exp, big)
+
+    def _get(self, expr: Expr) -> tuple[int, bool]:
+        hit = self.memo.get(id(expr))
+        if hit is None:
+            kids = [self._get(c) for c in children(expr)]
+            exp = max((k[0] for k in kids), default=1)
+            big = any(k[1] for k in kids)
+            if isinstance(expr, Repeat):
+                exp *= expr.min + 1 if expr.max is None else max(expr.max, 1)
+                big = big or exp > self.chunk
+            hit = (expr, exp, big)
+            self.memo[id(expr)] = hit
+        return hit[1], hit[2]
+
+    def expansion(self, expr: Expr) -> int:
+        return self._get(expr)[0]
+
+    def has_big(self, expr: Expr) -> bool:
+        """True iff some repeat inside ``expr`` (or ``expr`` itself) is big."""
+        return self._get(expr)[1]
+
+
+def _chunked(expr: Repeat, per_chunk: int) -> Expr:
+    """``x{m,n}`` rewritten over chunks ``C = x{c}`` (``c = per_chunk``), same language.
+
+    ``x{m,n} = x{m} x{0,n-m}`` (``x*`` for ``n = None``); ``x{m} = C{m//c} x{m%c}``; and with
+    ``N = q*c + r`` (``0 <= r < c``), ``x{0,N} = C{0,q-1} x{0,c-1} | C{q} x{0,r}``, which is
+    unambiguous when ``x`` is. Counts of chunks then live in the parser (a repeat of a
+    non-regular item), counts inside a chunk in one small terminal.
+    """
+    x, c = expr.item, per_chunk
+    chunk = Repeat(x, c, c)
+    fixed = seq(repeat(chunk, expr.min // c, expr.min // c), repeat(x, expr.min % c, expr.min % c))
+    if expr.max is None:
+        return seq(fixed, repeat(x, 0, None))
+    q, r = divmod(expr.max - expr.min, c)
+    rest = choice(seq(repeat(chunk, q, q), repeat(x, 0, r)),
+                  seq(repeat(chunk, 0, q - 1), repeat(x, 0, c - 1)) if q else NOTHING)
+    return seq(fixed, rest)
+
+
+def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts) -> dict[str, Expr]:
     """Rules whose language is regular by construction, with their references inlined.
 
-    A rule is regular when it cannot reach itself, all rules it references are regular, and its
+    A rule is regular when it cannot reach itself, all rules it references are regular, its
     inlined body stays under ``limits.max_terminal_size`` nodes (bigger ones are split
-    structurally). Works bottom-up over the rule graph without recursion across rules, so long
-    chains of rules (one per JSON property, say) cost no stack depth.
+    structurally) and holds no big counted repeat (see ``_Counts``). Works bottom-up over the
+    rule graph without recursion across rules, so long chains of rules (one per JSON
+    property, say) cost no stack depth.
     """
     local = {name: _local_size_and_refs(body) for name, body in grammar.rules.items()}
     order = strongly_connected_components({name: refs for name, (_, refs) in local.items()})
@@ -137,20 +199,32 @@ def _regular_bodies(grammar: Grammar, limits: CompileLimits) -> dict[str, Expr]:
         total = own + sum(size[r] for r in refs)
         if total > limits.max_terminal_size:
             continue
+        body = _inline(grammar.rules[name], regular)
+        if counts.has_big(body):
+            continue
         size[name] = total
-        regular[name] = _inline(grammar.rules[name], regular)
+        regular[name] = body
     return regular
 
 
 def _inline(expr: Expr, regular: dict[str, Expr]) -> Expr:
-    """``expr`` with every Ref replaced by its (already inlined) regular body."""
+    """``expr`` with every Ref replaced by its (already inlined) regular body.
+
+    Subtrees without a Ref come back as the same object (the lexer recognises JSON character
+    encodings by identity, see ``grammar.encodings``).
+    """
     if isinstance(expr, Ref):
         return regular[expr.name]
-    if isinstance(expr, (Seq, Choice)):
-        return type(expr)(tuple(_inline(c, regular) for c in expr.items))  # type: ignore[arg-type]
+    return _rebuild(expr, [_inline(c, regular) for c in children(expr)])
+
+
+def _rebuild(expr: Expr, parts: list[Expr]) -> Expr:
+    """``expr`` with its children replaced by ``parts``; ``expr`` itself if none changed."""
+    if all(p is c for p, c in zip(parts, children(expr), strict=True)):
+        return expr
     if isinstance(expr, Repeat):
-        return Repeat(_inline(expr.item, regular), expr.min, expr.max)
-    return expr
+        return Repeat(parts[0], expr.min, expr.max)
+    return Seq(tuple(parts)) if isinstance(expr, Seq) else Choice(tuple(parts))
 
 
 # --------------------------------------------------------------------------- lowering
@@ -170,7 +244,8 @@ class _Lowering:
     ) -> None:
         self.grammar = grammar
         self.limits = limits
-        self.regular = _regular_bodies(grammar, limits)
+        self.counts = _Counts(limits.repeat_chunk)
+        self.regular = _regular_bodies(grammar, limits, self.counts)
         self.dfa_builder = dfa_builder
         self.nt_names: list[str] = []
         self.prods: list[tuple[int, tuple[int, ...]]] = []
@@ -221,9 +296,8 @@ class _Lowering:
         parts = [self.regular_expr(c) for c in children(expr)]
         if any(p is None for p in parts):
             return None
-        if isinstance(expr, Repeat):
-            return Repeat(parts[0], expr.min, expr.max)  # type: ignore[arg-type]
-        return type(expr)(tuple(parts))  # type: ignore[arg-type,call-arg]
+        out = _rebuild(expr, parts)  # type: ignore[arg-type]
+        return None if isinstance(out, Repeat) and self.counts.has_big(out) else out
 
     def terminal(self, expr: Expr) -> tuple[object, bool]:
         """(terminal symbol for L(expr) minus the empty string or _DEAD, nullable)."""
@@ -260,7 +334,18 @@ class _Lowering:
                 self.add_prod(h, [])
             return self.helper_nt[key]
         if isinstance(expr, Repeat):
-            return self.repeat(expr)
+            item = self.regular_expr(expr.item)
+            if item is None:
+                return self.repeat(expr)
+            per_chunk = self.limits.repeat_chunk // self.counts.expansion(item)
+            if per_chunk < 2:  # the item is a chunk already: count it in the parser
+                return self.repeat(expr)
+            key = ("chunked", expr)  # a big repeat of a small regular item
+            if key not in self.helper_nt:
+                h = self.helper_nt[key] = self.new_nt(f"({expr})")
+                chunked = _chunked(Repeat(item, expr.min, expr.max), per_chunk)
+                self.add_prod(h, [self.symbol(chunked)])
+            return self.helper_nt[key]
         if expr not in self.helper_nt:
             h = self.helper_nt[expr] = self.new_nt(f"({expr})")
             for alt in self.alternatives(expr):
@@ -384,51 +469,64 @@ def _follow_bytes(
 ) -> np.ndarray:
     """Per terminal, the bytes that can start a terminal following it (uint64 [T, 4] bitsets).
 
-    Textbook FIRST/FOLLOW over the BNF (symbols: ``>= 0`` nonterminal, ``< 0`` terminal), then
-    each following terminal contributes the bytes its DFA start state has transitions on.
+    FIRST/FOLLOW over the BNF (symbols: ``>= 0`` nonterminal, ``< 0`` terminal), computed
+    directly on 256-bit byte sets (Python ints) and propagated along dependency edges with a
+    worklist, so long chains of helper rules (unrolled repeats) cost linear time:
+
+    * ``first(A) ⊇ first(X)`` for every ``A -> α X β`` with ``α`` nullable;
+    * ``follow(X) ⊇ first(β')`` for the symbols ``β'`` after ``X`` up to the first
+      non-nullable one, and ``follow(X) ⊇ follow(A)`` when all of ``β`` is nullable.
     """
-    num_t = len(start_bytes)
-    first: dict[int, set[int]] = {}  # nonterminal -> first terminals (as ids >= 0)
+    t_first = [int.from_bytes(np.packbits(b, bitorder="little").tobytes(), "little")
+               for b in start_bytes]
+    first: dict[int, int] = {}
+    users: dict[int, list[int]] = {}  # X -> nonterminals A whose FIRST includes FIRST(X)
+    for lhs, body in prods:
+        first.setdefault(lhs, 0)
+        for sym in body:
+            if sym < 0:
+                first[lhs] |= t_first[-sym - 1]
+                break
+            users.setdefault(sym, []).append(lhs)
+            if sym not in nullable:
+                break
+    _propagate(first, users)
 
-    def first_of(sym: int) -> set[int]:
-        return {-sym - 1} if sym < 0 else first.setdefault(sym, set())
+    def first_of(sym: int) -> int:
+        return t_first[-sym - 1] if sym < 0 else first.get(sym, 0)
 
-    changed = True
-    while changed:
-        changed = False
-        for lhs, body in prods:
-            acc = first.setdefault(lhs, set())
-            before = len(acc)
-            for sym in body:
-                acc |= first_of(sym)
-                if sym < 0 or sym not in nullable:
-                    break
-            changed |= len(acc) != before
-    follow: dict[int, set[int]] = {}  # symbol -> terminals that can follow it
-    changed = True
-    while changed:
-        changed = False
-        for lhs, body in prods:
-            for i, sym in enumerate(body):
-                acc = follow.setdefault(sym, set())
-                before = len(acc)
-                rest_nullable = True
-                for nxt in body[i + 1 :]:
-                    acc |= first_of(nxt)
-                    if nxt < 0 or nxt not in nullable:
-                        rest_nullable = False
-                        break
-                if rest_nullable:
-                    acc |= follow.get(lhs, set())
-                changed |= len(acc) != before
-    out = np.zeros((num_t, 4), dtype=np.uint64)
-    for t in range(num_t):
-        allowed = np.zeros(256, dtype=bool)
-        for u in follow.get(-t - 1, ()):
-            allowed |= start_bytes[u]
-        bits = np.packbits(allowed, bitorder="little").view(np.uint64)
-        out[t] = bits
+    follow: dict[int, int] = {}
+    inherits: dict[int, list[int]] = {}  # A -> symbols X whose FOLLOW includes FOLLOW(A)
+    for lhs, body in prods:
+        after = 0  # FIRST of the nullable-prefix of what follows position i
+        rest_nullable = True
+        for i in range(len(body) - 1, -1, -1):
+            sym = body[i]
+            follow[sym] = follow.get(sym, 0) | after
+            if rest_nullable:
+                inherits.setdefault(lhs, []).append(sym)
+            nullable_sym = sym >= 0 and sym in nullable
+            after = first_of(sym) | (after if nullable_sym else 0)
+            rest_nullable = rest_nullable and nullable_sym
+    _propagate(follow, inherits)
+    out = np.zeros((len(start_bytes), 4), dtype=np.uint64)
+    for t in range(len(start_bytes)):
+        bits = follow.get(-t - 1, 0)
+        out[t] = np.frombuffer(bits.to_bytes(32, "little"), dtype=np.uint64)
     return out
+
+
+def _propagate(sets: dict[int, int], edges: dict[int, list[int]]) -> None:
+    """Close ``sets`` (bitsets) under ``sets[b] |= sets[a]`` for every edge ``a -> b``."""
+    work = list(sets)
+    while work:
+        a = work.pop()
+        bits = sets.get(a, 0)
+        for b in edges.get(a, ()):
+            old = sets.get(b, 0)
+            if bits | old != old:
+                sets[b] = bits | old
+                work.append(b)
 
 
 class _DfaCache:

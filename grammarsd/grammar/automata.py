@@ -36,7 +36,7 @@ for ``to_expr``. The table-level helpers (``canonical_table``) are shared with t
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Literal as TypingLiteral
 
 import numpy as np
@@ -64,6 +64,12 @@ from grammarsd.grammar.ir import (
 
 _SURROGATE_BOUNDS = (SURROGATES[0], SURROGATES[1] + 1)
 _ProductOp = TypingLiteral["and", "or", "diff"]
+
+TAG_OFFSET = MAX_CODE_POINT + 1
+"""Symbol ``TAG_OFFSET + c`` of a tagged table stands for one *tagged* character ``c``."""
+
+Tagger = Callable[[Expr], CharClass | None]
+"""Recognises sub-expressions that stand for one tagged character of a class (else None)."""
 
 
 # --------------------------------------------------------------------------- the automaton
@@ -256,6 +262,41 @@ class CharDFA:
         return rules
 
 
+def tagged_table(
+    expr: Expr, tag: Tagger, *, max_states: int = 10_000
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The minimal DFA of ``expr`` where each sub-expression ``e`` with ``tag(e) == cc`` is read
+    as ONE symbol: a tagged character from ``cc``.
+
+    The alphabet is two copies of the code points: ``c`` (plain) and ``TAG_OFFSET + c``
+    (tagged); ``tag`` is not consulted inside a recognised sub-expression. A consumer that
+    knows what the tag means (say, "one JSON-encoded character") can then expand tagged
+    symbols itself, without building an automaton for the expanded sub-expressions.
+
+    Returns
+    -------
+    (bounds int64 [A], trans int32 [n, A], accept bool [n])
+        Atoms over ``0 .. 2 * TAG_OFFSET - 1`` as in ``CharDFA`` (start 0, trimmed, minimal,
+        breadth-first); no surrogate, plain or tagged, has a live transition.
+
+    Raises
+    ------
+    GrammarTooLargeError
+        ``"dfa_states"`` or ``"nfa_states"`` as in ``CharDFA.from_expr``.
+    """
+    bounds = _atom_bounds(expr, tag)
+    nfa = _Nfa(bounds, max(100_000, 20 * max_states), tag)
+    start, final = nfa.new(), nfa.new()
+    nfa.build(expr, start, final)
+    trans, accept = nfa.determinize(start, final, max_states)
+    trans[:, _surrogate_atoms(bounds)] = -1
+    shifted = np.flatnonzero((bounds >= TAG_OFFSET + SURROGATES[0])
+                             & (bounds <= TAG_OFFSET + SURROGATES[1]))
+    trans[:, shifted] = -1
+    trans, accept = canonical_table(trans, accept)
+    return bounds, trans, accept
+
+
 # --------------------------------------------------------------------------- table helpers
 
 
@@ -426,13 +467,20 @@ def _surrogate_atoms(bounds: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- Thompson NFA
 
 
-def _atom_bounds(expr: Expr) -> np.ndarray:
-    """Atom starts: every class/literal boundary in ``expr``, plus 0 and the surrogate block."""
+def _atom_bounds(expr: Expr, tag: Tagger | None = None) -> np.ndarray:
+    """Atom starts: every class/literal boundary in ``expr``, plus 0 and the surrogate block
+    (with ``tag``: also every boundary of a tagged class, shifted by ``TAG_OFFSET``)."""
     cuts = {0, *_SURROGATE_BOUNDS}
+    if tag is not None:
+        cuts.update(TAG_OFFSET + b for b in (0, *_SURROGATE_BOUNDS))
     stack = [expr]
     while stack:
         e = stack.pop()
-        if isinstance(e, Literal):
+        tagged = tag(e) if tag is not None else None
+        if tagged is not None:
+            for a, b in tagged.ranges:
+                cuts.update((TAG_OFFSET + a, TAG_OFFSET + b + 1))
+        elif isinstance(e, Literal):
             for ch in e.text:
                 cuts.update((ord(ch), ord(ch) + 1))
         elif isinstance(e, CharClass):
@@ -447,7 +495,7 @@ def _atom_bounds(expr: Expr) -> np.ndarray:
                 f"rule reference {e.name!r} inside a regular expression",
                 hint="CharDFA.from_expr takes regular IR only; inline or lex the rule first",
             )
-    cuts.discard(MAX_CODE_POINT + 1)
+    cuts.discard(2 * TAG_OFFSET if tag is not None else TAG_OFFSET)
     return np.array(sorted(cuts), np.int64)
 
 
@@ -459,9 +507,10 @@ class _Nfa:
     fragments can share endpoints (``Choice``) without creating spurious loops.
     """
 
-    def __init__(self, bounds: np.ndarray, limit: int) -> None:
+    def __init__(self, bounds: np.ndarray, limit: int, tag: Tagger | None = None) -> None:
         self.bounds = bounds
         self.limit = limit
+        self.tag = tag
         self.eps: list[list[int]] = []
         self.edges: list[list[tuple[int, int, int]]] = []
 
@@ -477,7 +526,12 @@ class _Nfa:
 
     def build(self, expr: Expr, start: int, end: int) -> None:
         """Add states and edges so that the paths ``start`` -> ``end`` spell ``expr``."""
-        if isinstance(expr, Literal):
+        tagged = self.tag(expr) if self.tag is not None else None
+        if tagged is not None:  # one symbol of the tagged alphabet
+            for a, b in tagged.ranges:
+                edge = (self.atom(TAG_OFFSET + a), self.atom(TAG_OFFSET + b), end)
+                self.edges[start].append(edge)
+        elif isinstance(expr, Literal):
             cps = [ord(ch) for ch in expr.text]
             if any(SURROGATES[0] <= cp <= SURROGATES[1] for cp in cps):
                 return  # no scalar-value string contains a surrogate: empty language
@@ -732,4 +786,4 @@ def _eliminate_states(dfa: CharDFA, max_size: int, max_depth: int) -> Expr:
     return out[start].get(final, NOTHING)
 
 
-__all__ = ["CharDFA", "canonical_table"]
+__all__ = ["TAG_OFFSET", "CharDFA", "Tagger", "canonical_table", "tagged_table"]

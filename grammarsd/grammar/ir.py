@@ -246,9 +246,14 @@ def seq(*items: Expr) -> Expr:
 
 def choice(*items: Expr) -> Expr:
     """Alternation, flattened, duplicates removed (first kept); NOTHING dropped."""
-    out: list[Expr] = []
+    parts: list[Expr] = []
     for item in items:
-        for part in item.items if isinstance(item, Choice) else (item,):
+        parts.extend(item.items if isinstance(item, Choice) else (item,))
+    if len(parts) > 16:  # hash each part once instead of comparing all pairs
+        out = list(dict.fromkeys(parts))
+    else:
+        out = []
+        for part in parts:
             if part not in out:
                 out.append(part)
     return out[0] if len(out) == 1 else Choice(tuple(out))

@@ -1167,18 +1167,29 @@ def _prune(rules: dict[str, Expr]) -> dict[str, Expr]:
                 productive.add(name)
                 changed = True
 
+    memo: dict[int, Expr] = {}  # by identity: subexpressions are shared (encodings, rules)
+
     def rewrite(e: Expr) -> Expr:
+        # unchanged subtrees come back as the same object, so the lexer still recognises
+        # JSON character encodings by identity (grammar.encodings.decoded_class)
+        hit = memo.get(id(e))
+        if hit is not None:
+            return hit
+        out = e
         if isinstance(e, Ref):
-            return e if e.name in productive else NOTHING
-        if isinstance(e, CharClass):
-            return e if not e.is_empty else NOTHING
-        if isinstance(e, Seq):
-            return seq(*(rewrite(i) for i in e.items))
-        if isinstance(e, Choice):
-            return choice(*(rewrite(i) for i in e.items))
-        if isinstance(e, Repeat):
-            return repeat(rewrite(e.item), e.min, e.max)
-        return e
+            out = e if e.name in productive else NOTHING
+        elif isinstance(e, CharClass):
+            out = e if not e.is_empty else NOTHING
+        elif isinstance(e, (Seq, Choice)):
+            items = [rewrite(i) for i in e.items]
+            if any(a is not b for a, b in zip(items, e.items, strict=True)):
+                out = seq(*items) if isinstance(e, Seq) else choice(*items)
+        elif isinstance(e, Repeat):
+            item = rewrite(e.item)
+            if item is not e.item:
+                out = repeat(item, e.min, e.max)
+        memo[id(e)] = out
+        return out
 
     out = {name: rewrite(e) for name, e in rules.items()}
     reachable: set[str] = set()

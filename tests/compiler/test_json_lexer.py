@@ -1,0 +1,150 @@
+"""JSON string lexemes built from the decoded-character automaton, and chunked counted repeats.
+
+Oracles: Python's ``json`` decoder (strict; a decoded lone surrogate or a character outside the
+class means "not in the language"), the IR-expanding lexer path (an independent construction
+that never looks at ``decoded_class``), and the reference recognizer for whole grammars.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import grammarsd as gs
+from grammarsd.compiler.lexer import ByteDFA, build_byte_dfa, byte_dfa_from_char_dfa
+from grammarsd.compiler.tables import CompileLimits, build_tables
+from grammarsd.grammar.automata import CharDFA
+from grammarsd.grammar.encodings import decoded_class, encode_class
+from grammarsd.grammar.ir import (
+    ANY_CHAR,
+    CharClass,
+    Expr,
+    Grammar,
+    Ref,
+    char_set,
+    chars,
+    choice,
+    lit,
+    repeat,
+    seq,
+)
+from grammarsd.matcher.reference import ReferenceRecognizer
+from grammarsd.tokenizer.info import TokenizerInfo
+
+# named classes: ASCII letters, control characters and quotes, a BMP block next to the
+# surrogates, astral emoji, everything
+CLASSES: dict[str, CharClass] = {
+    "letters": chars([(0x41, 0x5A), (0x61, 0x7A)]),
+    "controls and quotes": chars([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x2F, 0x2F)]),
+    "around surrogates": chars([(0xD7F0, 0xD7FF), (0xE000, 0xE00F)]),
+    "astral": chars([(0x1F600, 0x1F64F), (0x10000, 0x10010), (0x10FFF0, 0x10FFFF)]),
+    "any": ANY_CHAR,
+}
+
+# pieces of JSON string bodies: raw characters, every escape form, broken escapes
+FRAGMENTS = ["a", "Z", "é", "\u20ac", "\U0001f600", "\\", "u", "\\u", '"', "/", "\\/", "\\n",
+             "\\t", "\\b", "\\x", "\\u0041", "\\u00e9", "\\u00E9", "\\ud83d", "\\uD83D",
+             "\\ude00", "\\uDE00", "\\u001f", "\x1f", "\\u20AC", "\\ud7ff", "\\ue000",
+             "\\udbff\\udfff", "\\uD800\\uDC00", "0", "F", "\n"]
+
+
+def json_oracle(body: bytes, cls: CharClass, lo: int, hi: int | None) -> bool:
+    """Is ``"body"`` a JSON string decoding to lo..hi characters of ``cls``?"""
+    try:
+        value = json.loads(b'"' + body + b'"')
+    except (ValueError, UnicodeDecodeError):
+        return False
+    if not isinstance(value, str) or len(value) < lo or (hi is not None and len(value) > hi):
+        return False
+    return all(ord(ch) in cls for ch in value)  # lone surrogates are in no CharClass
+
+
+def string_lexeme(cls: CharClass, lo: int, hi: int | None) -> Expr:
+    return seq(lit('"'), repeat(encode_class(cls), lo, hi), lit('"'))
+
+
+def expanded_path(expr: Expr) -> ByteDFA:
+    """The IR-expanding construction: Thompson NFA over every spelling (no recognition)."""
+    return byte_dfa_from_char_dfa(CharDFA.from_expr(expr, max_states=200_000), nonempty=True,
+                                  max_states=200_000)
+
+
+def test_encodings_are_recognised_by_identity_only() -> None:
+    enc = encode_class(CLASSES["letters"])
+    assert decoded_class(enc) == CLASSES["letters"]
+    assert encode_class(CLASSES["letters"]) is enc
+    assert decoded_class(lit("a")) is None
+
+
+@pytest.mark.parametrize("name", list(CLASSES))
+@pytest.mark.parametrize("bounds", [(0, None), (0, 3), (2, 5)], ids=str)
+def test_direct_construction_equals_the_expanded_one(name: str, bounds: tuple) -> None:
+    expr = string_lexeme(CLASSES[name], *bounds)
+    fast = build_byte_dfa(expr, nonempty=True, max_states=200_000)
+    slow = expanded_path(expr)
+    # canonical forms (minimal, breadth-first) are unique: equal tables = equal languages
+    assert np.array_equal(fast.trans, slow.trans)
+    assert np.array_equal(fast.accept, slow.accept)
+
+
+@pytest.mark.parametrize("name", list(CLASSES))
+@settings(max_examples=60, deadline=None)
+@given(pieces=st.lists(st.sampled_from(FRAGMENTS), max_size=6),
+       bounds=st.sampled_from([(0, None), (1, 2), (0, 4)]))
+def test_lexeme_matches_iff_json_decodes_into_the_class(name: str, pieces: list[str],
+                                                        bounds: tuple) -> None:
+    cls = CLASSES[name]
+    dfa = build_byte_dfa(string_lexeme(cls, *bounds), nonempty=True, max_states=200_000)
+    body = "".join(pieces).encode("utf-8", "surrogatepass")
+    assert dfa.matches(b'"' + body + b'"') == json_oracle(body, cls, *bounds)
+
+
+def test_plain_spelling_that_collides_falls_back_to_the_expanded_path() -> None:
+    # raw "a" leads elsewhere than an encoded "a": the direct construction cannot merge them
+    expr = seq(lit("<"), choice(seq(lit("a"), lit("!")), seq(encode_class(char_set("a")),
+                                                             lit("?"))))
+    dfa = build_byte_dfa(expr, nonempty=True)
+    assert dfa.matches(b"<a!") and dfa.matches(b"<a?") and dfa.matches(b"<\\u0061?")
+    assert not dfa.matches(b"<\\u0061!") and not dfa.matches(b"<b?")
+
+
+def test_long_bounded_string_stays_small_and_fast() -> None:
+    grammar = Grammar({"start": string_lexeme(ANY_CHAR, 0, 20_000)}, "start")
+    t0 = time.perf_counter()
+    tables = build_tables(grammar)
+    assert time.perf_counter() - t0 < 5.0
+    assert tables.num_dfa_states < 5_000  # not ~20 states per character of the bound
+
+
+# ---------------------------------------------------------------- chunked repeats, end to end
+
+VOCAB = TokenizerInfo.from_token_bytes(
+    [b"", b'"', b"a", b"aa", b"\\", b"u", b"0", b"6", b"1", b"\\u0061", b"\xc3\xa9", b"b"],
+    eos_ids=[0],
+    special_ids=[0],
+)
+
+
+@pytest.mark.parametrize("chunk", [2, 3, 64])
+@pytest.mark.parametrize("lo,hi", [(0, 7), (3, 8), (5, None), (7, 7)])
+def test_chunked_repeat_has_the_same_language(chunk: int, lo: int, hi: int | None) -> None:
+    cls = chars([(ord("a"), ord("b")), (0xE9, 0xE9)])
+    grammar = Grammar({"start": seq(lit("["), repeat(Ref("c"), lo, hi), lit("]")),
+                       "c": encode_class(cls)}, "start")
+    compiled = gs.compile_ir(grammar, VOCAB, limits=CompileLimits(repeat_chunk=chunk),
+                             cache=False)
+    reference = ReferenceRecognizer(grammar)
+    for n in range(0, 12):
+        mixed = "a\\u00e9" * (n // 2) + "b" * (n % 2)
+        for text in ("a" * n, "b" * n, "\\u0061" * n, "é" * n, mixed):
+            word = f"[{text}]"
+            m = compiled.matcher()
+            ok = m.accept_string(word) and m.is_accepting()
+            decoded = json.loads(f'"{text}"')
+            expected = len(decoded) >= lo and (hi is None or len(decoded) <= hi)
+            assert ok == expected == reference.accepts(word), (chunk, lo, hi, word)
