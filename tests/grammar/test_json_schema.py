@@ -358,3 +358,9 @@ def test_any_order_refuses_when_the_key_set_automaton_is_too_large() -> None:
     with pytest.raises(SchemaUnsupportedError) as exc:
         schema_to_grammar(wide, options=JsonSchemaOptions(any_order=True, max_object_states=64))
     assert exc.value.keyword == "properties"
+
+
+def test_unbounded_whitespace() -> None:
+    gap = "\n" + " " * 40
+    assert accepts(PERSON, "{" + gap + '"name": "x"}', max_whitespace=None)
+    assert not accepts(PERSON, "{" + gap + '"name": "x"}')  # the default bound is 16 per gap

@@ -182,7 +182,7 @@ class _Layout:
     def __init__(self, options: JsonSchemaOptions) -> None:
         self.options = options
         self.ws: Expr = EMPTY
-        if options.whitespace == "flexible" and options.max_whitespace > 0:
+        if options.whitespace == "flexible" and options.max_whitespace != 0:
             self.ws = Ref("ws")
 
     def rules(self) -> dict[str, Expr]:

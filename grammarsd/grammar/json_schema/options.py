@@ -18,7 +18,7 @@ class JsonSchemaOptions:
         ``max_whitespace`` characters per gap (so ``json.dumps`` output with ``", "`` and
         ``": "`` and compact output both match); ``"compact"`` allows none; ``"indent"``
         is exactly the layout of ``json.dumps(x, indent=indent)``.
-    max_whitespace : bound per gap for ``"flexible"`` (>= 0).
+    max_whitespace : bound per gap for ``"flexible"`` (>= 0; None: unbounded).
     indent : spaces per level for ``"indent"`` (required there, forbidden elsewhere).
     any_order : ``False``: object properties appear in schema order (declared properties first,
         then other keys); ``True``: any order, each key at most once.
@@ -35,7 +35,7 @@ class JsonSchemaOptions:
     """
 
     whitespace: Whitespace = "flexible"
-    max_whitespace: int = 16
+    max_whitespace: int | None = 16
     indent: int | None = None
     any_order: bool = False
     max_depth: int = 12
