@@ -59,6 +59,7 @@ from typing import Any, Literal, TextIO
 from grammarsd.bench.engines import ENGINES, Engine, EngineConstraint, engine_class
 from grammarsd.bench.maskbench import spread
 from grammarsd.bench.workers import (
+    BenchError,
     Reply,
     Worker,
     WorkerStartError,
@@ -67,7 +68,6 @@ from grammarsd.bench.workers import (
     progress,
     serve,
 )
-from grammarsd.errors import GrammarsdError
 
 UNCONSTRAINED = "unconstrained"
 """The engine name of free generation (no grammar), the baseline row."""
@@ -81,7 +81,7 @@ CompileStatus = Literal["ok", "unsupported", "compile_timeout", "error", "prompt
 DecodeStatus = Literal["ok", "max_tokens", "decoding_timeout", "error"]
 
 
-class JsonSchemaBenchError(GrammarsdError):
+class JsonSchemaBenchError(BenchError):
     """The benchmark cannot run: missing data, unknown subset, a schema file that is not JSON, an
     output directory of another configuration, an engine that cannot start."""
 
@@ -112,11 +112,12 @@ def read_manifest(data_dir: Path) -> list[tuple[str, str, str]]:
         If the directory or the manifest is missing or lacks those columns.
     """
     if not data_dir.is_dir():
-        raise JsonSchemaBenchError(f"{data_dir}: not a directory")
+        raise JsonSchemaBenchError("not a directory", path=data_dir)
     path = data_dir / "MANIFEST.tsv"
     if not path.is_file():
         raise JsonSchemaBenchError(
-            f"{path}: no MANIFEST.tsv",
+            "no MANIFEST.tsv",
+            path=data_dir,
             hint="the data directory holds <subset>/<id>.json files "
             "and a MANIFEST.tsv with subset, id and split columns",
         )
@@ -124,7 +125,7 @@ def read_manifest(data_dir: Path) -> list[tuple[str, str, str]]:
         reader = csv.DictReader(f, delimiter="\t")
         missing = {"subset", "id", "split"} - set(reader.fieldnames or ())
         if missing:
-            raise JsonSchemaBenchError(f"{path}: missing column(s) {', '.join(sorted(missing))}")
+            raise JsonSchemaBenchError(f"missing column(s) {', '.join(sorted(missing))}", path=path)
         return [(r["subset"], r["id"], r["split"]) for r in reader]
 
 
@@ -162,11 +163,13 @@ def _read_schema(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise JsonSchemaBenchError(f"{path}: listed in MANIFEST.tsv but missing") from None
+        raise JsonSchemaBenchError("listed in MANIFEST.tsv but missing", path=path) from None
     except json.JSONDecodeError as e:
-        raise JsonSchemaBenchError(f"{path}:{e.lineno}:{e.colno}: not JSON: {e.msg}") from e
+        raise JsonSchemaBenchError(
+            f"not JSON: {e.msg}", path=path, line=e.lineno, column=e.colno
+        ) from e
     except (OSError, UnicodeDecodeError) as e:
-        raise JsonSchemaBenchError(f"{path}: cannot read: {e}") from e
+        raise JsonSchemaBenchError(f"cannot read: {e}", path=path) from e
 
 
 def load_hub(
@@ -577,7 +580,9 @@ def read_records(path: Path) -> Iterator[JsbRecord]:
         try:
             yield JsbRecord(**json.loads(line))
         except (json.JSONDecodeError, TypeError) as e:
-            raise JsonSchemaBenchError(f"{path}:{n}: not a result record: {e}") from e
+            raise JsonSchemaBenchError(
+                f"not a result record: {e}", path=path, line=n, column=1
+            ) from e
 
 
 def _check_config(cfg: JsbConfig) -> None:

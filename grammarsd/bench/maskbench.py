@@ -48,6 +48,7 @@ import numpy as np
 
 from grammarsd.bench.engines import ENGINES, Engine, engine_class
 from grammarsd.bench.workers import (
+    BenchError,
     Reply,
     Worker,
     WorkerStartError,
@@ -118,29 +119,12 @@ class SchemaRecord:
         return self.status == "ok" and self.valid_rejected == 0 and self.invalid_accepted == 0
 
 
-class MaskBenchError(GrammarsdError):
+class MaskBenchError(BenchError):
     """The benchmark cannot run: bad data directory, unreadable file, engine that cannot start.
 
     ``path`` names the offending file or directory when there is one; for malformed JSON,
     ``line`` and ``column`` (1-based) say where.
     """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        path: Path | None = None,
-        line: int | None = None,
-        column: int | None = None,
-        hint: str | None = None,
-    ) -> None:
-        self.path = path
-        self.line = line
-        self.column = column
-        where = "" if path is None else f"{path}: "
-        if line is not None:
-            where = f"{path}:{line}:{column}: "
-        super().__init__(where + message, hint=hint)
 
 
 def spread(items: Sequence[Any], limit: int | None) -> list[Any]:

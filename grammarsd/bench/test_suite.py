@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from grammarsd.bench.workers import BenchError
 from grammarsd.bench.workers import progress as progress_bar
 from grammarsd.errors import GrammarsdError, SchemaUnsupportedError
 from grammarsd.grammar.ir import Grammar
@@ -84,32 +85,20 @@ class FileResult:
 
     def to_json(self) -> dict[str, Any]:
         """The record written to ``test-suite.json``."""
-        return {"file": self.path, "passed": self.passed, "refused": self.refused,
-                "wrong": self.wrong, "refusals": dict(self.refusals.most_common()),
-                "wrong_cases": self.wrong_cases}
+        return {
+            "file": self.path,
+            "passed": self.passed,
+            "refused": self.refused,
+            "wrong": self.wrong,
+            "refusals": dict(self.refusals.most_common()),
+            "wrong_cases": self.wrong_cases,
+        }
 
 
-class SuiteError(GrammarsdError):
+class SuiteError(BenchError):
     """The suite cannot be judged: no suite folder, a missing draft folder, a file that is not a
     suite file. ``path`` names the offending file or folder; for malformed JSON, ``line`` and
     ``column`` (1-based) say where."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        path: Path | None = None,
-        line: int | None = None,
-        column: int | None = None,
-        hint: str | None = None,
-    ) -> None:
-        self.path = path
-        self.line = line
-        self.column = column
-        where = "" if path is None else f"{path}: "
-        if path is not None and line is not None:
-            where = f"{path}:{line}:{column}: "
-        super().__init__(where + message, hint=hint)
 
 
 # -- judging ------------------------------------------------------------------------------------
@@ -142,12 +131,16 @@ def judge_options(path: Path) -> JsonSchemaOptions:
     ``DRAFT_URIS``); ``format`` asserted only in ``optional/format``.
     """
     draft = path.parts[_draft_index(path)]
-    return JsonSchemaOptions(any_order=True, default_draft=DRAFT_URIS[draft],
-                             formats="assert" if path.parent.name == "format" else "ignore")
+    return JsonSchemaOptions(
+        any_order=True,
+        default_draft=DRAFT_URIS[draft],
+        formats="assert" if path.parent.name == "format" else "ignore",
+    )
 
 
-def judge_case(case: dict[str, Any], options: JsonSchemaOptions,
-               recognizer: Recognizer = reference_recognizer) -> tuple[str, str]:
+def judge_case(
+    case: dict[str, Any], options: JsonSchemaOptions, recognizer: Recognizer = reference_recognizer
+) -> tuple[str, str]:
     """``("passed" | "refused" | "wrong", detail)`` for one case (``schema`` + ``tests``).
 
     A refusal's detail is the refused keyword; a wrong answer's says which instance and how.
@@ -177,20 +170,33 @@ def load_suite_file(path: Path) -> list[dict[str, Any]]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise SuiteError(f"not JSON: {exc.msg}", path=path, line=exc.lineno,
-                         column=exc.colno) from exc
+        raise SuiteError(
+            f"not JSON: {exc.msg}", path=path, line=exc.lineno, column=exc.colno
+        ) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise SuiteError(f"cannot read: {exc}", path=path) from exc
     if not isinstance(doc, list):
         raise SuiteError("not a suite file: expected a list of test cases", path=path)
     for i, case in enumerate(doc):
         tests = case.get("tests") if isinstance(case, dict) else None
-        if not (isinstance(case, dict) and "schema" in case and "description" in case
-                and isinstance(tests, list)
-                and all(isinstance(t, dict) and "data" in t and "description" in t
-                        and isinstance(t.get("valid"), bool) for t in tests)):
-            raise SuiteError(f'case {i} is not {{"description", "schema", "tests": '
-                             '[{"description", "data", "valid": bool}]}', path=path)
+        if not (
+            isinstance(case, dict)
+            and "schema" in case
+            and "description" in case
+            and isinstance(tests, list)
+            and all(
+                isinstance(t, dict)
+                and "data" in t
+                and "description" in t
+                and isinstance(t.get("valid"), bool)
+                for t in tests
+            )
+        ):
+            raise SuiteError(
+                f'case {i} is not {{"description", "schema", "tests": '
+                '[{"description", "data", "valid": bool}]}',
+                path=path,
+            )
     return doc
 
 
@@ -215,9 +221,12 @@ def default_suite() -> Path:
     """The vendored suite folder, ``DEFAULT_SUITE``; ``SuiteError`` when it is not there (an
     installed package without the repository's ``tests/data``)."""
     if not DEFAULT_SUITE.is_dir():
-        raise SuiteError("the JSON Schema Test Suite is not vendored here", path=DEFAULT_SUITE,
-                         hint="pass --suite DIR (the suite's tests/ folder, holding draft7/, "
-                              "draft2020-12/, ...)")
+        raise SuiteError(
+            "the JSON Schema Test Suite is not vendored here",
+            path=DEFAULT_SUITE,
+            hint="pass --suite DIR (the suite's tests/ folder, holding draft7/, "
+            "draft2020-12/, ...)",
+        )
     return DEFAULT_SUITE
 
 
@@ -230,16 +239,18 @@ def suite_files(suite: Path, draft: str) -> list[Path]:
     if not suite.is_dir():
         raise SuiteError("no such suite folder", path=suite)
     if draft not in DRAFT_URIS:
-        raise SuiteError(f"unknown draft {draft!r}", path=suite,
-                         hint=f"drafts judged: {', '.join(DRAFT_URIS)}")
+        raise SuiteError(
+            f"unknown draft {draft!r}", path=suite, hint=f"drafts judged: {', '.join(DRAFT_URIS)}"
+        )
     base = suite / draft
     if not base.is_dir():
         raise SuiteError(f"no draft folder {draft!r} in the suite", path=base)
     return sorted(base.glob("*.json")) + sorted((base / "optional" / "format").glob("*.json"))
 
 
-def judge_suite(suite: Path, drafts: Sequence[str] = DEFAULT_DRAFTS, *,
-                progress: bool = False) -> dict[str, list[FileResult]]:
+def judge_suite(
+    suite: Path, drafts: Sequence[str] = DEFAULT_DRAFTS, *, progress: bool = False
+) -> dict[str, list[FileResult]]:
     """Judge every file of each draft; ``{draft: [FileResult per file, in suite_files order]}``.
 
     Every draft folder is checked before any file is judged. ``progress`` shows a tqdm bar over
@@ -273,9 +284,12 @@ def table(results: dict[str, list[FileResult]]) -> str:
     lines: list[str] = []
     for draft, files in results.items():
         tot = [sum(getattr(r, k) for r in files) for k in ("passed", "refused", "wrong")]
-        lines += [f"### {draft}: {tot[0]} passed, {tot[1]} refused, {tot[2]} wrong", "",
-                  "| file | passed | refused | wrong | refused keywords |",
-                  "|---|---:|---:|---:|---|"]
+        lines += [
+            f"### {draft}: {tot[0]} passed, {tot[1]} refused, {tot[2]} wrong",
+            "",
+            "| file | passed | refused | wrong | refused keywords |",
+            "|---|---:|---:|---:|---|",
+        ]
         for r in files:
             kws = ", ".join(f"{k} ({n})" for k, n in r.refusals.most_common())
             lines.append(f"| {r.name} | {r.passed} | {r.refused} | {r.wrong} | {kws} |")
@@ -310,8 +324,14 @@ def replace_table(path: Path, text: str) -> None:
 # -- MaskBench sample ---------------------------------------------------------------------------
 
 
-def maskbench(folder: Path, sample: int, seed: int = 0, max_chars: int | None = 2000,
-              any_order: bool = False, recognizer: Recognizer = reference_recognizer) -> str:
+def maskbench(
+    folder: Path,
+    sample: int,
+    seed: int = 0,
+    max_chars: int | None = 2000,
+    any_order: bool = False,
+    recognizer: Recognizer = reference_recognizer,
+) -> str:
     """Judge a seeded random sample of MaskBench files (``{"schema", "tests": [{"valid", "data"}]}``).
 
     Instances longer than ``max_chars`` are skipped (``None``: none are; the reference
@@ -325,8 +345,9 @@ def maskbench(folder: Path, sample: int, seed: int = 0, max_chars: int | None = 
     wrong: list[str] = []
     for path in paths[:sample]:
         case = json.loads(path.read_text(encoding="utf-8"))
-        tests = [t for t in case["tests"]
-                 if max_chars is None or len(json.dumps(t["data"])) <= max_chars]
+        tests = [
+            t for t in case["tests"] if max_chars is None or len(json.dumps(t["data"])) <= max_chars
+        ]
         case = {"schema": case["schema"], "tests": tests, "description": path.name}
         verdict, detail = judge_case(case, JsonSchemaOptions(any_order=any_order), recognizer)
         verdicts[verdict] += 1
@@ -334,9 +355,11 @@ def maskbench(folder: Path, sample: int, seed: int = 0, max_chars: int | None = 
             refused[detail] += 1
         elif verdict == "wrong":
             wrong.append(detail)
-    lines = [f"MaskBench sample of {sample} (seed {seed}): " + ", ".join(
-        f"{k} {v}" for k, v in sorted(verdicts.items())), "refused by keyword: " + ", ".join(
-        f"{k} {v}" for k, v in refused.most_common())]
+    lines = [
+        f"MaskBench sample of {sample} (seed {seed}): "
+        + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())),
+        "refused by keyword: " + ", ".join(f"{k} {v}" for k, v in refused.most_common()),
+    ]
     lines += [f"WRONG {w[:300]}" for w in wrong]
     return "\n".join(lines)
 
@@ -346,14 +369,34 @@ def maskbench(folder: Path, sample: int, seed: int = 0, max_chars: int | None = 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the suite arguments on ``parser`` (shared by the CLI and the script)."""
-    parser.add_argument("--suite", type=Path, default=None, metavar="DIR",
-                        help="the suite's tests/ folder (default: the vendored copy)")
-    parser.add_argument("--drafts", nargs="+", default=list(DEFAULT_DRAFTS),
-                        choices=list(DRAFT_URIS), help="drafts to judge (default: all)")
-    parser.add_argument("--write", type=Path, default=None, metavar="FILE",
-                        help="Markdown file whose suite table (between markers) is replaced")
-    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
-                        help="write test-suite.md and test-suite.json there")
+    parser.add_argument(
+        "--suite",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the suite's tests/ folder (default: the vendored copy)",
+    )
+    parser.add_argument(
+        "--drafts",
+        nargs="+",
+        default=list(DEFAULT_DRAFTS),
+        choices=list(DRAFT_URIS),
+        help="drafts to judge (default: all)",
+    )
+    parser.add_argument(
+        "--write",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="Markdown file whose suite table (between markers) is replaced",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write test-suite.md and test-suite.json there",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -364,8 +407,10 @@ def run_from_args(args: argparse.Namespace, out: TextIO) -> int:
     start = time.perf_counter()
     results = judge_suite(suite, args.drafts, progress=not args.no_progress)
     elapsed = time.perf_counter() - start
-    text = table(results) + (f"\nJudged in {elapsed:.1f} s on {platform.machine()} / Python "
-                             f"{platform.python_version()}.\n")
+    text = table(results) + (
+        f"\nJudged in {elapsed:.1f} s on {platform.machine()} / Python "
+        f"{platform.python_version()}.\n"
+    )
     out.write(text + "\n")
     for files in results.values():
         for r in files:
@@ -380,22 +425,39 @@ def run_from_args(args: argparse.Namespace, out: TextIO) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python bench/json_schema_test_suite.py [--suite DIR] [--drafts ...] [--write FILE]
     [--out DIR]``, or ``--maskbench DIR [--sample N] [--any-order] [--matcher]``."""
-    parser = argparse.ArgumentParser(prog="json_schema_test_suite",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="json_schema_test_suite", description=__doc__.split("\n\n")[0]
+    )
     add_arguments(parser)
-    parser.add_argument("--maskbench", type=Path, default=None, metavar="DIR",
-                        help="judge a seeded sample of this MaskBench folder instead of the suite")
+    parser.add_argument(
+        "--maskbench",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="judge a seeded sample of this MaskBench folder instead of the suite",
+    )
     parser.add_argument("--sample", type=int, default=200, help="MaskBench: files to sample")
-    parser.add_argument("--any-order", action="store_true",
-                        help="MaskBench: compile with any_order=True")
-    parser.add_argument("--matcher", action="store_true",
-                        help="MaskBench: judge with the compiled matcher, skipping no instance")
+    parser.add_argument(
+        "--any-order", action="store_true", help="MaskBench: compile with any_order=True"
+    )
+    parser.add_argument(
+        "--matcher",
+        action="store_true",
+        help="MaskBench: judge with the compiled matcher, skipping no instance",
+    )
     args = parser.parse_args(argv)
     if args.maskbench is not None:
         recognizer = matcher_recognizer if args.matcher else reference_recognizer
         max_chars = None if args.matcher else 2000
-        print(maskbench(args.maskbench, args.sample, max_chars=max_chars,
-                        any_order=args.any_order, recognizer=recognizer))
+        print(
+            maskbench(
+                args.maskbench,
+                args.sample,
+                max_chars=max_chars,
+                any_order=args.any_order,
+                recognizer=recognizer,
+            )
+        )
         return 0
     try:
         return run_from_args(args, sys.stdout)

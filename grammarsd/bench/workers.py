@@ -21,6 +21,29 @@ from typing import Any, Literal
 from grammarsd.errors import GrammarsdError
 
 
+class BenchError(GrammarsdError):
+    """A benchmark cannot run: bad data, a file that is not what it should be, an engine that
+    cannot start. ``path`` names the offending file or directory when there is one; for malformed
+    JSON, ``line`` and ``column`` (1-based) say where. Each runner has its own subclass."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: Path | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.path = path
+        self.line = line
+        self.column = column
+        where = "" if path is None else f"{path}: "
+        if path is not None and line is not None:
+            where = f"{path}:{line}:{column}: "
+        super().__init__(where + message, hint=hint)
+
+
 class WorkerStartError(GrammarsdError):
     """A worker could not start: it failed in set-up, died, or took longer than allowed."""
 
@@ -194,4 +217,13 @@ def progress(total: int, *, initial: int = 0, unit: str, enabled: bool = True) -
     return tqdm(total=total, initial=initial, unit=unit, dynamic_ncols=True)
 
 
-__all__ = ["Reply", "Worker", "WorkerStartError", "describe", "drop_torn_tail", "progress", "serve"]
+__all__ = [
+    "BenchError",
+    "Reply",
+    "Worker",
+    "WorkerStartError",
+    "describe",
+    "drop_torn_tail",
+    "progress",
+    "serve",
+]
