@@ -360,7 +360,9 @@ def test_any_order_refuses_when_the_key_set_automaton_is_too_large() -> None:
     assert exc.value.keyword == "properties"
 
 
-def test_unbounded_whitespace() -> None:
+def test_default_and_unbounded_whitespace() -> None:
+    deep = "\n" + " " * 31  # 7 levels of 4-space indentation fit the default bound of 32
+    assert accepts(PERSON, "{" + deep + '"name": "x"}')
     gap = "\n" + " " * 40
+    assert not accepts(PERSON, "{" + gap + '"name": "x"}')
     assert accepts(PERSON, "{" + gap + '"name": "x"}', max_whitespace=None)
-    assert not accepts(PERSON, "{" + gap + '"name": "x"}')  # the default bound is 16 per gap

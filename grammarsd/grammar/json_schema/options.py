@@ -35,7 +35,7 @@ class JsonSchemaOptions:
     """
 
     whitespace: Whitespace = "flexible"
-    max_whitespace: int | None = 16
+    max_whitespace: int | None = 32
     indent: int | None = None
     any_order: bool = False
     max_depth: int = 12
