@@ -30,14 +30,18 @@ for a scan in DFA state q, a token whose bytes keep q's DFA alive is allowed wha
 the parser holds; only tokens that pass an accepting state and then leave the terminal (``U(q)``)
 need the parser. The mask is the union of ``A(q)`` over live scans plus the tokens of ``U(q)`` that a
 real parse accepts; ``U(q)`` is kept in byte order with longest-common-prefix lengths, so checking it
-is a trie walk restricted to those tokens.
+is a trie walk restricted to those tokens. Before a token of ``U(q)`` is stepped, a DFA-only test
+(its terminal must end before a byte that can follow the terminal) rejects most of them exactly,
+and at every chart position of the walk the live scans' DFAs alone often decide the rest of the
+token (some scan stays alive over all of it, or none can end its terminal before a FOLLOW byte).
 
 Hot functions take plain arrays: numba increfs every array of a tuple each time the tuple is passed
 or bound, which cost ~300 ns per byte when the state was a namedtuple of a dozen arrays.
 
 Return codes: ``OK`` (1), ``FAIL`` (0: not allowed, position unchanged), ``OVERFLOW`` (-1: an array
 is full, position unchanged; grow and retry), ``MISSING`` (-2: the cache lacks DFA state
-``meta[MISS]``; build it and retry).
+``meta[MISS]``; build it and retry); ``fill_mask`` returns ``MASKED`` (1) or ``UNMASKED`` (2) on
+success.
 """
 
 from __future__ import annotations
@@ -49,6 +53,11 @@ from numba import njit
 
 OK = 1
 FAIL = 0
+MASKED = 1  # fill_mask: some token is not allowed
+UNMASKED = 2  # fill_mask: every token is allowed
+ALLOWED = 1  # _dfa_verdict
+REJECTED = 0
+UNKNOWN = -1
 OVERFLOW = -1
 MISSING = -2
 POS = 0
@@ -338,54 +347,68 @@ def _step(  # noqa: ANN202
 
 
 # --------------------------------------------------------------------------- entry points
+#
+# Entry points take every array flat, in the field order of ``Tables``, ``State`` and ``Cache`` (call
+# them as ``f(*tables, *state, ...)``): numba's dispatcher types plain arrays in C, while a tuple
+# argument is typed member by member in Python (~3 µs for three NamedTuples per call).
 
 
 @njit(cache=True, nogil=True)
-def init_state(g: Tables, s: State) -> int:
+def init_state(  # noqa: ANN201
+    item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info, term_start,
+    follow_bytes, start_item, accept_item,
+    bounds, acc, items, scans, htab, tstamp, pend, pmask, meta,
+):  # fmt: skip  # noqa: ANN001
     """Build Earley set 0 from the augmented start item."""
-    s.meta[POS] = 0
-    s.meta[STAMP] += 1
-    stamp = s.meta[STAMP]
-    s.bounds[0, 0] = 0
-    s.bounds[0, 1] = 0
-    count = _add(s.items, s.htab, g.start_item, 0, 0, 0, stamp)
+    meta[POS] = 0
+    meta[STAMP] += 1
+    stamp = meta[STAMP]
+    bounds[0, 0] = 0
+    bounds[0, 1] = 0
+    count = _add(items, htab, start_item, 0, 0, 0, stamp)
     if count < 0:
         return OVERFLOW
     count, scount = _close(
-        g.item_next, g.item_lhs, g.nt_ptr, g.nt_items, g.nullable, g.term_start, g.accept_item,
-        s.bounds, s.acc, s.items, s.scans, s.htab, s.tstamp, stamp, 0, 0, count, 0,
+        item_next, item_lhs, nt_ptr, nt_items, nullable, term_start, accept_item,
+        bounds, acc, items, scans, htab, tstamp, stamp, 0, 0, count, 0,
     )  # fmt: skip
     if count < 0:
         return OVERFLOW
-    s.bounds[1, 0] = count
-    s.bounds[1, 1] = scount
-    s.pend[0] = 0
+    bounds[1, 0] = count
+    bounds[1, 1] = scount
+    pend[0] = 0
     return OK
 
 
 @njit(cache=True, nogil=True)
-def settle(g: Tables, s: State) -> int:
+def settle(  # noqa: ANN201
+    item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info, term_start,
+    follow_bytes, start_item, accept_item,
+    bounds, acc, items, scans, htab, tstamp, pend, pmask, meta,
+):  # fmt: skip  # noqa: ANN001
     """Run the postponed closure at the current position, if any (before reading ``acc``)."""
-    pos = s.meta[POS]
-    if not s.pend[pos]:
+    pos = meta[POS]
+    if not pend[pos]:
         return OK
     return _settle(
-        g.item_next, g.item_lhs, g.nt_ptr, g.nt_items, g.nullable, g.term_start, g.accept_item,
-        s.bounds, s.acc, s.items, s.scans, s.htab, s.tstamp, s.pend, s.meta, pos,
+        item_next, item_lhs, nt_ptr, nt_items, nullable, term_start, accept_item,
+        bounds, acc, items, scans, htab, tstamp, pend, meta, pos,
     )  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
-def advance(g: Tables, s: State, data: np.ndarray) -> int:
-    """Consume all of ``data``; on FAIL or OVERFLOW the position is restored."""
-    item_next, item_lhs, nt_ptr, nt_items = g.item_next, g.item_lhs, g.nt_ptr, g.nt_items
-    nullable, dfa_trans, dfa_info, term_start = g.nullable, g.dfa_trans, g.dfa_info, g.term_start
-    bounds, acc, items, scans, htab, tstamp, pend, pmask, meta = s
+def advance(  # noqa: ANN201
+    item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info, term_start,
+    follow_bytes, start_item, accept_item,
+    bounds, acc, items, scans, htab, tstamp, pend, pmask, meta,
+    data,
+):  # fmt: skip  # noqa: ANN001
+    """Consume all of ``data`` (uint8); on FAIL or OVERFLOW the position is restored."""
     start = meta[POS]
     for i in range(data.shape[0]):
         r = _step(
             item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info, term_start,
-            g.follow_bytes, g.accept_item, bounds, acc, items, scans, htab, tstamp, pend, pmask,
+            follow_bytes, accept_item, bounds, acc, items, scans, htab, tstamp, pend, pmask,
             meta, data[i],
         )  # fmt: skip
         if r != OK:
@@ -394,28 +417,66 @@ def advance(g: Tables, s: State, data: np.ndarray) -> int:
     return OK
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _in_set(bits, row, b):  # noqa: ANN001, ANN202
+    """Byte ``b`` is in the 256-bit set ``bits[row]`` (uint64 [.., 4])."""
+    return (bits[row, b >> 6] >> np.uint64(b & 63)) & np.uint64(1) != 0
+
+
 @njit(cache=True, nogil=True)
-def fill_mask(
-    g: Tables,
-    s: State,
-    c: Cache,
-    token_indptr: np.ndarray,
-    token_data: np.ndarray,
-    out: np.ndarray,
-) -> int:
-    """OR the allowed tokens into ``out`` (uint32 words, zeroed by the caller).
+def _dfa_verdict(dfa_trans, dfa_info, follow_bytes, scans, lo, hi, data, a, z):  # noqa: ANN001, ANN202
+    """Decide ``data[a:z]`` from the live scans ``scans[lo:hi]`` of a closed chart position by
+    their DFAs alone: ``ALLOWED`` when some scan stays alive over all of it, ``REJECTED`` when no
+    scan can end its terminal inside it before a byte that may follow that terminal (so no parse
+    goes on), else ``UNKNOWN`` (the parser must step). Also returns the last index read: a
+    rejection holds for every string that shares ``data[a:last + 1]``."""
+    verdict = REJECTED
+    last = a
+    for k in range(lo, hi):
+        q = scans[k, 0]
+        term = dfa_info[q, 2]
+        for i in range(a, z):
+            b = data[i]
+            if i > a and verdict == REJECTED and dfa_info[q, 0] and _in_set(follow_bytes, term, b):
+                verdict = UNKNOWN
+            q = dfa_trans[q, b]
+            if q < 0:
+                last = max(last, i)
+                break
+        if q >= 0:
+            return ALLOWED, z - 1
+    return verdict, last
+
+
+@njit(cache=True, nogil=True)
+def fill_mask(  # noqa: ANN201
+    item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info, term_start,
+    follow_bytes, start_item, accept_item,
+    bounds, acc, items, scans, htab, tstamp, pend, pmask, meta,
+    index, rows, dense_bits, acc_tok, unc_tok, unc_lcp,
+    token_indptr, token_data, max_token_len, eos_ids, out,
+):  # fmt: skip  # noqa: ANN001
+    """Write the allowed tokens into ``out`` (uint32 words, overwritten); MASKED or UNMASKED.
 
     Union of the cached context-independent sets of every live scan, plus the uncertain tokens a
-    real parse accepts. The parse position is unchanged afterwards.
+    real parse accepts, plus ``eos_ids`` when the input so far is complete. Returns ``MASKED`` when
+    some token of the vocabulary is not allowed, ``UNMASKED`` when all are, or ``OVERFLOW`` /
+    ``MISSING`` (retry after growing / building the row). The parse position is unchanged.
+
+    An uncertain token of a scan in DFA state q (terminal T) can only be allowed through that scan
+    if T ends inside it, after j >= 1 of its bytes where T's DFA accepts, and its byte j starts a
+    terminal that may follow T (``follow_bytes[T]``). That necessary condition is a DFA-only test
+    (the DFA states of the shared prefix with the previous token are reused), so the parser walks
+    only the tokens that pass it. The walk reuses the chart positions of the shared prefix with
+    the previous walked token, and at each of them first asks ``_dfa_verdict`` whether the live
+    scans' DFAs alone decide the rest of the token. A token rejected on its first ``d`` bytes
+    rejects the tokens after it that share them without any work.
     """
-    item_next, item_lhs, nt_ptr, nt_items = g.item_next, g.item_lhs, g.nt_ptr, g.nt_items
-    nullable, dfa_trans, dfa_info, term_start = g.nullable, g.dfa_trans, g.dfa_info, g.term_start
-    bounds, acc, items, scans, htab, tstamp, pend, pmask, meta = s
-    index, rows, dense_bits, acc_tok, unc_tok, unc_lcp = c
+    out[:] = 0
     pos0 = meta[POS]
     if pend[pos0]:
         r = _settle(
-            item_next, item_lhs, nt_ptr, nt_items, nullable, term_start, g.accept_item,
+            item_next, item_lhs, nt_ptr, nt_items, nullable, term_start, accept_item,
             bounds, acc, items, scans, htab, tstamp, pend, meta, pos0,
         )  # fmt: skip
         if r != OK:
@@ -436,26 +497,76 @@ def fill_mask(
             for j in range(rows[r, 1], rows[r, 2]):
                 t = acc_tok[j]
                 out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+    dstate = np.empty(max_token_len + 1, dtype=np.int32)  # DFA state after i bytes
+    may_end = np.empty(max_token_len + 1, dtype=np.bool_)  # T may end before byte i, i > 0
     for k in range(lo, hi):
-        r = index[scans[k, 0]]
-        alive = 0  # leading bytes of the previous token whose chart positions are valid
-        failed = False  # the previous token's byte number `alive` failed
+        q = scans[k, 0]
+        r = index[q]
+        term = dfa_info[q, 2]
+        dstate[0] = q
+        may_end[0] = False
+        valid = 0  # leading entries of dstate / may_end that hold for the current token
+        rejected = False  # the previous token was rejected on its bytes 0..dead alone
+        dead = 0
+        alive = 0  # leading bytes of the previous stepped token whose chart positions are valid
+        failed = False  # the previous stepped token's byte number `alive` failed
         for j in range(rows[r, 3], rows[r, 4]):
             t = unc_tok[j]
             shared = unc_lcp[j]
-            if failed and shared > alive:
-                continue  # this token starts with the prefix that just failed
-            alive = min(alive, shared)
-            failed = False
+            valid = min(valid, shared)
+            if shared <= dead:
+                rejected = False
+            if shared <= alive:
+                alive = shared
+                failed = False
+            if rejected or failed:
+                continue  # this token starts with the prefix that was just rejected
             if (out[t >> 5] >> np.uint32(t & 31)) & np.uint32(1):
                 continue  # already allowed by another scan
-            meta[POS] = pos0 + alive
             t_lo = token_indptr[t]
             n = token_indptr[t + 1] - t_lo
+            ends = True
+            while valid < n:
+                b = token_data[t_lo + valid]
+                s = dstate[valid]
+                ends = may_end[valid] or (
+                    valid >= 1 and dfa_info[s, 0] != 0 and _in_set(follow_bytes, term, b)
+                )
+                if dfa_trans[s, b] < 0:
+                    break
+                dstate[valid + 1] = dfa_trans[s, b]
+                may_end[valid + 1] = ends
+                valid += 1
+            if not ends:
+                rejected = True
+                dead = valid
+                continue
+            meta[POS] = pos0 + alive
+            verdict = UNKNOWN
             while alive < n:
+                if alive > 0:  # a chart position the DFAs alone may decide the rest from
+                    p = pos0 + alive
+                    b = token_data[t_lo + alive]
+                    if pend[p] and _in_set(pmask, p, b):
+                        res = _settle(
+                            item_next, item_lhs, nt_ptr, nt_items, nullable, term_start,
+                            accept_item, bounds, acc, items, scans, htab, tstamp, pend, meta, p,
+                        )  # fmt: skip
+                        if res != OK:
+                            meta[POS] = pos0
+                            return res
+                    verdict, last = _dfa_verdict(
+                        dfa_trans, dfa_info, follow_bytes, scans, bounds[p, 1], bounds[p + 1, 1],
+                        token_data, t_lo + alive, t_lo + n,
+                    )  # fmt: skip
+                    if verdict == REJECTED:
+                        rejected = True
+                        dead = last - t_lo
+                    if verdict != UNKNOWN:
+                        break
                 res = _step(
                     item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info,
-                    term_start, g.follow_bytes, g.accept_item, bounds, acc, items, scans, htab,
+                    term_start, follow_bytes, accept_item, bounds, acc, items, scans, htab,
                     tstamp, pend, pmask, meta, token_data[t_lo + alive],
                 )  # fmt: skip
                 if res == OVERFLOW:
@@ -465,10 +576,23 @@ def fill_mask(
                     failed = True
                     break
                 alive += 1
-            if alive == n:
+            if verdict == ALLOWED or alive == n:
                 out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
     meta[POS] = pos0
-    return OK
+    if acc[pos0]:
+        for t in eos_ids:
+            out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+    vocab = token_indptr.shape[0] - 1
+    full = vocab >> 5
+    for w in range(full):
+        if out[w] != np.uint32(0xFFFFFFFF):
+            return MASKED
+    rest = vocab & 31
+    if rest:
+        need = (np.uint32(1) << np.uint32(rest)) - np.uint32(1)
+        if out[full] & need != need:
+            return MASKED
+    return UNMASKED
 
 
 # --------------------------------------------------------------------------- cache building

@@ -78,25 +78,25 @@ class GrammarMatcher:
         self._state = _new_state(compiled.tables.num_terminals)
         self._history: list[int] = []  # position before each accepted step
         self._terminated_at: int | None = None  # history length when EOS was accepted
-        self._run(lambda s: K.init_state(self._tables, s))
+        self._run(K.init_state)
 
     # -- internals ---------------------------------------------------------------
 
-    def _run(self, call: Any) -> int:
-        """Run a kernel call, growing state arrays and filling the mask cache until it completes."""
+    def _run(self, kernel: Any, *args: Any) -> int:
+        """``kernel(*tables, *state, *args)``, retried after growing the state until it completes."""
         while True:
-            r = int(call(self._state))
-            if r == K.MISSING:
-                self._runtime.cache.ensure(int(self._state.meta[K.MISS]))
-            elif r == K.OVERFLOW:
-                if self._state.items.shape[0] >= _MAX_ITEMS:
-                    raise LimitExceededError(
-                        f"the parse chart would exceed {_MAX_ITEMS} items",
-                        hint="the grammar is highly ambiguous for this input; simplify it",
-                    )
-                self._state = _grown(self._state)
-            else:
+            r = int(kernel(*self._tables, *self._state, *args))
+            if r != K.OVERFLOW:
                 return r
+            self._grow()
+
+    def _grow(self) -> None:
+        if self._state.items.shape[0] >= _MAX_ITEMS:
+            raise LimitExceededError(
+                f"the parse chart would exceed {_MAX_ITEMS} items",
+                hint="the grammar is highly ambiguous for this input; simplify it",
+            )
+        self._state = _grown(self._state)
 
     @property
     def _pos(self) -> int:
@@ -108,7 +108,7 @@ class GrammarMatcher:
         """The bytes so far form a complete string of the language (EOS would be allowed)."""
         if self._terminated_at is not None:
             return False
-        self._run(lambda s: K.settle(self._tables, s))
+        self._run(K.settle)
         return bool(self._state.acc[self._pos])
 
     def is_terminated(self) -> bool:
@@ -152,7 +152,7 @@ class GrammarMatcher:
     def _accept_bytes(self, data: bytes) -> bool:
         before = self._pos
         arr = np.frombuffer(data, dtype=np.uint8)
-        r = self._run(lambda s: K.advance(self._tables, s, arr))
+        r = self._run(K.advance, arr)
         if r != K.OK:
             return False
         self._history.append(before)
@@ -197,24 +197,21 @@ class GrammarMatcher:
         row), bit ``t`` of the row set iff token ``t`` is allowed. Returns True when some token is
         masked out (the mask needs applying). The matcher state is unchanged.
         """
-        row = _bitmask_row(bitmask, index, self.compiled.tokenizer_info.vocab_size)
-        if self.is_terminated():
+        rt = self._runtime
+        row = _bitmask_row(bitmask, index, rt.words)
+        if self._terminated_at is not None:
             row[:] = 0
             return True
-        info = self.compiled.tokenizer_info
-        cache = self._runtime.cache
-
-        def fill(s: K.State) -> int:
-            row[:] = 0  # every try (a retry after OVERFLOW or MISSING too) starts from scratch
-            return K.fill_mask(
-                self._tables, s, cache.arrays, info.token_indptr, info.token_data, row
-            )
-
-        self._run(fill)
-        if self._state.acc[self._pos]:  # fill_mask ran the postponed closure: acc is exact
-            for t in self._eos:
-                row[t >> 5] |= np.uint32(1 << (t & 31))
-        return not _all_set(row, self.compiled.tokenizer_info.vocab_size)
+        while True:  # one kernel call, unless a row is missing or the chart is full
+            r = K.fill_mask(*self._tables, *self._state, *rt.cache.arrays, *rt.vocab_args, row)
+            if r == K.MASKED:
+                return True
+            if r == K.UNMASKED:
+                return False
+            if r == K.MISSING:
+                rt.cache.ensure(int(self._state.meta[K.MISS]))
+            else:
+                self._grow()
 
     def allowed_token_ids(self) -> np.ndarray:
         """The allowed token ids as a sorted array (convenience; allocates)."""
@@ -225,14 +222,7 @@ class GrammarMatcher:
         return np.flatnonzero(bits)
 
 
-def _all_set(row: np.ndarray, vocab_size: int) -> bool:
-    full, rest = divmod(vocab_size, 32)
-    if not (row[:full] == np.uint32(0xFFFFFFFF)).all():
-        return False
-    return rest == 0 or int(row[full]) & ((1 << rest) - 1) == (1 << rest) - 1
-
-
-def _bitmask_row(bitmask: Any, index: int, vocab_size: int) -> np.ndarray:
+def _bitmask_row(bitmask: Any, index: int, words: int) -> np.ndarray:
     """Validate ``bitmask`` and return row ``index`` as a writable uint32 numpy view."""
     arr = bitmask
     if not isinstance(arr, np.ndarray):
@@ -249,7 +239,6 @@ def _bitmask_row(bitmask: Any, index: int, vocab_size: int) -> np.ndarray:
         raise MatcherError(f"bitmask must be int32, got {arr.dtype}")
     if arr.ndim == 1:
         arr = arr[None, :]
-    words = (vocab_size + 31) // 32
     if arr.ndim != 2 or arr.shape[1] < words:
         raise MatcherError(f"bitmask must have shape (batch, {words}); got {tuple(arr.shape)}")
     if not 0 <= index < arr.shape[0]:
@@ -257,6 +246,9 @@ def _bitmask_row(bitmask: Any, index: int, vocab_size: int) -> np.ndarray:
     row = arr[index]
     if not row.flags.c_contiguous:
         raise MatcherError("bitmask rows must be contiguous")
+    if row.shape[0] > words:  # padding columns (a wider logits dimension): never allowed
+        row[words:] = 0
+        row = row[:words]
     return row.view(np.uint32)
 
 

@@ -171,7 +171,11 @@ class MaskCache:
 
 
 class Runtime:
-    """Kernel tables plus the mask cache of one compiled grammar."""
+    """Kernel tables plus the mask cache of one compiled grammar.
+
+    ``tables`` and ``vocab_args`` are built once and passed flat to every kernel call (see
+    ``_kernels``); ``vocab_args`` = (token_indptr, token_data, longest token in bytes, EOS ids).
+    """
 
     def __init__(self, compiled: CompiledGrammar) -> None:
         t = compiled.tables
@@ -192,6 +196,14 @@ class Runtime:
             accept_item=t.accept_item,
         )
         self.cache = MaskCache(compiled, self.tables)
+        info = compiled.tokenizer_info
+        self.words = self.cache.words
+        self.vocab_args = (
+            info.token_indptr,
+            info.token_data,
+            int(np.diff(info.token_indptr).max(initial=0)),
+            np.asarray(info.eos_ids, dtype=np.int64),
+        )
 
 
 _LOCK = threading.Lock()
