@@ -35,7 +35,9 @@ otherwise as ``U_i (B_i and not B_j for j != i)`` through ``_negate`` (or refuse
 Arrays with ``contains``/``uniqueItems`` and all objects are small automata over members
 (``arrays._CountingArray``, ``objects._ObjectBuilder``; the records they share are in
 ``model``); a string constraint beyond plain length is a
-``CharDFA`` emitted as one right-linear rule per state (``_dfa_rules``).
+``CharDFA`` emitted as a regular expression over JSON character encodings (state elimination,
+so the compiler makes the whole string one DFA terminal), or as one right-linear rule per
+state where that expression would grow too large (``_dfa_rules``).
 """
 
 from __future__ import annotations
@@ -64,7 +66,6 @@ from grammarsd.grammar.automata import CharDFA
 from grammarsd.grammar.ir import (
     ANY_CHAR,
     EMPTY,
-    MAX_CODE_POINT,
     NOTHING,
     CharClass,
     Choice,
@@ -75,7 +76,6 @@ from grammarsd.grammar.ir import (
     Repeat,
     Seq,
     char_set,
-    chars,
     choice,
     lit,
     repeat,
@@ -100,6 +100,7 @@ from grammarsd.grammar.json_schema.model import (
 from grammarsd.grammar.json_schema.objects import _ObjectBuilder
 from grammarsd.grammar.json_schema.options import JsonSchemaOptions
 from grammarsd.grammar.json_schema.strings import (
+    encode_chars,
     encode_class,
     encode_text,
     string_literal,
@@ -159,6 +160,11 @@ _APPLICATORS = {"$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
 _WS = char_set(" \t\n\r")
 #: Up to this many keys, an object in enum/const is accepted in any key order (any_order=True).
 _MAX_PERMUTED_KEYS = 5
+# A string constraint's automaton becomes a regular expression (one terminal) while state
+# elimination stays within these bounds (IR nodes before JSON encoding, nesting depth);
+# otherwise right-linear rules (see ``_Lowering._dfa_rules``).
+_REGEX_SIZE = 400
+_REGEX_DEPTH = 60
 # Private keywords of synthetic schemas (NUL-prefixed: no user schema can collide).
 _TYPES_KW = "\x00types"  # the internal type set, e.g. ["frac"]
 _EXCLUDED_KW = "\x00excluded"  # values removed
@@ -858,10 +864,14 @@ class _Lowering:
         return seq(lit('"'), self._dfa_rules(dfa), lit('"'))
 
     def _dfa_rules(self, dfa: CharDFA) -> Expr:
-        """The JSON string bodies decoding to a word of ``dfa``: one right-linear rule per state.
+        """The JSON string bodies decoding to a word of ``dfa``, as one shared rule.
 
-        State ``q`` becomes ``q: "" (if accepting) | enc(C1) q1 | enc(C2) q2 ...`` where ``Ci``
-        is the union of atoms leading to ``qi`` and ``enc`` gives every JSON spelling.
+        Preferably a regular expression (``CharDFA.to_expr`` with ``encode_chars``), which the
+        compiler lowers to one DFA terminal for the whole string. Where state elimination
+        grows past ``_REGEX_SIZE`` or ``_REGEX_DEPTH``, one right-linear rule per state instead:
+        ``q: "" (if accepting) | enc(C1) q1 | enc(C2) q2 ...`` where ``Ci`` is the union of
+        atoms leading to ``qi`` and ``enc`` gives every JSON spelling. That is recursive, so
+        the compiler keeps it in the parser (a loop over one-character terminals: slow masks).
         """
         if dfa.is_empty():
             return NOTHING
@@ -869,21 +879,16 @@ class _Lowering:
         if key in self._memo:
             return Ref(self._memo[key])
         prefix = self._name("str")
-        self._memo[key] = f"{prefix}_0"
-        ends = list(dfa.bounds[1:]) + [MAX_CODE_POINT + 1]
-        for q in range(dfa.trans.shape[0]):
-            targets: dict[int, list[tuple[int, int]]] = {}
-            for a, target in enumerate(dfa.trans[q]):
-                if target >= 0:
-                    targets.setdefault(int(target), []).append((int(dfa.bounds[a]),
-                                                                int(ends[a]) - 1))
-            alts: list[Expr] = [EMPTY] if dfa.accept[q] else []
-            for target, ranges in targets.items():
-                cls = chars(ranges)
-                enc = Ref("char") if cls == ANY_CHAR else encode_class(cls)
-                alts.append(seq(enc, Ref(f"{prefix}_{target}")))
-            self.rules[f"{prefix}_{q}"] = choice(*alts)
-        return Ref(f"{prefix}_0")
+        try:
+            body = encode_chars(dfa.to_expr(max_size=_REGEX_SIZE, max_depth=_REGEX_DEPTH))
+        except GrammarTooLargeError:
+            self._memo[key] = f"{prefix}_0"
+            for name, rule in dfa.to_rules(f"{prefix}_").items():
+                self.rules[name] = encode_chars(rule)
+            return Ref(self._memo[key])
+        self._memo[key] = prefix
+        self.rules[prefix] = body
+        return Ref(prefix)
 
     def _format_rule(self, name: str) -> Expr:
         """A shared rule for the JSON spellings of format ``name`` alone (no DFA needed)."""

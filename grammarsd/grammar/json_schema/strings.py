@@ -18,8 +18,14 @@ from grammarsd.grammar.ir import (
     EMPTY,
     NOTHING,
     CharClass,
+    Choice,
     Expr,
+    Literal,
+    Ref,
+    Repeat,
+    Seq,
     char_set,
+    children,
     choice,
     lit,
     repeat,
@@ -34,6 +40,29 @@ def encode_text(text: str) -> Expr:
     same string (say ``\\u0061`` for ``a``) are rejected — conservative, never wrong.
     """
     return choice(*(lit(json.dumps(text, ensure_ascii=a)[1:-1]) for a in (True, False)))
+
+
+def encode_chars(expr: Expr) -> Expr:
+    """The JSON string bodies decoding to a word of ``expr`` (its ``Ref`` items kept as is).
+
+    Every ``CharClass`` becomes ``encode_class`` of it and every literal character that of its
+    singleton class, so a decoded character may be spelled any way a JSON writer may (unlike
+    ``encode_text``). Invariant: the decoded values matched are exactly the words of ``expr``;
+    the structure (and so the nesting depth) of ``expr`` is kept.
+    """
+    if isinstance(expr, Ref):
+        return expr
+    if isinstance(expr, CharClass):
+        return encode_class(expr)
+    if isinstance(expr, Literal):
+        encoded = tuple(encode_class(char_set(ch)) for ch in expr.text)
+        return EMPTY if not encoded else encoded[0] if len(encoded) == 1 else Seq(encoded)
+    # built directly, not through seq/choice: flattening would break the identity of the
+    # encode_class objects by which the lexer recognises them (``decoded_class``)
+    parts = tuple(encode_chars(item) for item in children(expr))
+    if isinstance(expr, Repeat):
+        return Repeat(parts[0], expr.min, expr.max)
+    return Seq(parts) if isinstance(expr, Seq) else Choice(parts)
 
 
 def string_literal(text: str) -> Expr:
