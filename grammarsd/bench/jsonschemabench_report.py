@@ -175,8 +175,9 @@ def plot(
         ax.set_ylim(0, 105)
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel("% of schemas (bootstrap median ± std)")
-    axes[1].legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(engines), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     coverage = out_dir / "coverage.png"
     fig.savefig(coverage, dpi=120)
     plt.close(fig)
