@@ -73,6 +73,7 @@ class Row:
     compile_timeouts: int
     errors: int
     max_tokens: int
+    decoding_timeouts: int
     gct_s: float
     ttft_s: float
     tpot_ms: float
@@ -99,6 +100,7 @@ def summarize(subset: str, engine: str, records: Sequence[JsbRecord]) -> Row:
         compile_timeouts=sum(r.compile_status == "compile_timeout" for r in records),
         errors=sum(r.compile_status == "error" or r.decode_status == "error" for r in records),
         max_tokens=sum(r.decode_status == "max_tokens" for r in records),
+        decoding_timeouts=sum(r.decode_status == "decoding_timeout" for r in records),
         gct_s=_median([r.gct_s for r in records if r.compiled]),
         ttft_s=_median([r.ttft_s for r in records]),
         tpot_ms=_median([r.tpot_ms for r in records]),
@@ -126,14 +128,14 @@ def markdown(table: Sequence[Row]) -> str:
     """The table: one line per subset and engine."""
     lines = [
         "| subset | engine | schemas | declared % | empirical % | compliance % | unsupported "
-        "| compile timeout | error | max tokens | GCT s | TTFT s | TPOT ms |",
-        "|---|---|" + "---:|" * 11,
+        "| compile timeout | error | max tokens | decoding timeout | GCT s | TTFT s | TPOT ms |",
+        "|---|---|" + "---:|" * 12,
     ]
     for r in table:
         lines.append(
             f"| {r.subset} | {r.engine} | {r.schemas} | {r.declared} | {r.empirical} "
             f"| {r.compliance} | {r.unsupported} | {r.compile_timeouts} | {r.errors} "
-            f"| {r.max_tokens} | {_f(r.gct_s, 3)} | {_f(r.ttft_s, 2)} | {_f(r.tpot_ms, 1)} |"
+            f"| {r.max_tokens} | {r.decoding_timeouts} | {_f(r.gct_s, 3)} | {_f(r.ttft_s, 2)} | {_f(r.tpot_ms, 1)} |"
         )
     return "\n".join(lines) + "\n"
 
