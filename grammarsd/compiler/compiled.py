@@ -7,6 +7,7 @@ per tokenizer (keyed by its fingerprint) and shared by every grammar compiled fo
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -14,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from grammarsd.compiler.tables import CompileLimits, EarleyTables, build_tables
-from grammarsd.grammar.ir import Grammar
+from grammarsd.errors import GrammarTooLargeError
+from grammarsd.grammar.ir import Choice, Grammar, Repeat, Seq
 from grammarsd.tokenizer.trie import TokenTrie
 
 if TYPE_CHECKING:
@@ -137,7 +139,7 @@ def _cached(
 
 def _as_tokenizer_info(tokenizer: Any) -> TokenizerInfo:
     if hasattr(tokenizer, "token_bytes") and hasattr(tokenizer, "fingerprint"):
-        return tokenizer  # type: ignore[no-any-return]
+        return tokenizer
     from grammarsd.tokenizer.info import TokenizerInfo
 
     return TokenizerInfo.from_huggingface(tokenizer)
@@ -154,14 +156,34 @@ def compile_ir(
     info = _as_tokenizer_info(tokenizer)
 
     def build() -> CompiledGrammar:
+        try:
+            tables = build_tables(grammar, limits=limits)
+        except RecursionError:  # the compiler walks expressions recursively
+            raise GrammarTooLargeError(
+                "expression_depth",
+                _depth(grammar),
+                sys.getrecursionlimit(),
+                hint="flatten deeply nested sequences and choices (or split them into rules)",
+            ) from None
         return CompiledGrammar(
-            grammar=grammar,
-            tokenizer_info=info,
-            tables=build_tables(grammar, limits=limits),
-            trie=token_trie(info),
+            grammar=grammar, tokenizer_info=info, tables=tables, trie=token_trie(info)
         )
 
     return _cached(cache, ("ir", grammar, limits, info.fingerprint), build)
+
+
+def _depth(grammar: Grammar) -> int:
+    """The deepest expression nesting of any rule (iterative: deep input is why it is asked)."""
+    deepest = 0
+    stack = [(body, 1) for body in grammar.rules.values()]
+    while stack:
+        expr, d = stack.pop()
+        deepest = max(deepest, d)
+        if isinstance(expr, (Seq, Choice)):
+            stack.extend((e, d + 1) for e in expr.items)
+        elif isinstance(expr, Repeat):
+            stack.append((expr.item, d + 1))
+    return deepest
 
 
 def compile_grammar(

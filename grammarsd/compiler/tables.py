@@ -159,6 +159,16 @@ class _Counts:
         return self._get(expr)[1]
 
 
+def _label(expr: Expr, limit: int = 80) -> str:
+    """A display name for a helper nonterminal: the expression's text cut to ``limit`` characters.
+    Expressions nested too deeply for the recursive ``__str__`` are named by their kind only."""
+    try:
+        text = str(expr)
+    except RecursionError:
+        return f"<deep {type(expr).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _chunked(expr: Repeat, per_chunk: int) -> Expr:
     """``x{m,n}`` rewritten over chunks ``C = x{c}`` (``c = per_chunk``), same language.
 
@@ -329,7 +339,7 @@ class _Lowering:
                 return _EPS
             key = ("opt", sym)
             if key not in self.helper_nt:
-                h = self.helper_nt[key] = self.new_nt(f"({reg})?")
+                h = self.helper_nt[key] = self.new_nt(f"({_label(reg)})?")
                 self.add_prod(h, [sym])
                 self.add_prod(h, [])
             return self.helper_nt[key]
@@ -342,12 +352,12 @@ class _Lowering:
                 return self.repeat(expr)
             key = ("chunked", expr)  # a big repeat of a small regular item
             if key not in self.helper_nt:
-                h = self.helper_nt[key] = self.new_nt(f"({expr})")
+                h = self.helper_nt[key] = self.new_nt(f"({_label(expr)})")
                 chunked = _chunked(Repeat(item, expr.min, expr.max), per_chunk)
                 self.add_prod(h, [self.symbol(chunked)])
             return self.helper_nt[key]
         if expr not in self.helper_nt:
-            h = self.helper_nt[expr] = self.new_nt(f"({expr})")
+            h = self.helper_nt[expr] = self.new_nt(f"({_label(expr)})")
             for alt in self.alternatives(expr):
                 self.add_prod(h, alt)
         return self.helper_nt[expr]
@@ -381,7 +391,7 @@ class _Lowering:
             raise GrammarTooLargeError("repeat bound", hi, self.limits.max_repeat)
         if expr.min > self.limits.max_repeat:
             raise GrammarTooLargeError("repeat bound", expr.min, self.limits.max_repeat)
-        h = self.helper_nt[expr] = self.new_nt(f"({expr})")
+        h = self.helper_nt[expr] = self.new_nt(f"({_label(expr)})")
         if x is _EPS:
             self.add_prod(h, [])
             return h
@@ -391,14 +401,14 @@ class _Lowering:
             return h
         body: list[object] = [x] * expr.min
         if hi is None:
-            star = self.new_nt(f"({expr.item})*")
+            star = self.new_nt(f"({_label(expr.item)})*")
             self.add_prod(star, [])
             self.add_prod(star, [star, x])  # left recursion: linear in Earley
             body.append(star)
         elif hi > expr.min:
             tail: object = _EPS
             for k in range(1, hi - expr.min + 1):
-                opt = self.new_nt(f"({expr.item}){{0,{k}}}")
+                opt = self.new_nt(f"({_label(expr.item)}){{0,{k}}}")
                 self.add_prod(opt, [])
                 self.add_prod(opt, [x, tail])
                 tail = opt
