@@ -73,7 +73,7 @@ class CompileLimits:
     max_dfa_states: int = 200_000  # summed over all terminals
     max_productions: int = 500_000
     max_repeat: int = 100_000  # bound of a repeat of a non-regular item
-    repeat_chunk: int = 64  # counted copies one terminal may hold; longer repeats are chunked
+    repeat_chunk: int = 128  # counted copies one terminal may hold; longer repeats are chunked
 
 
 @dataclass(frozen=True)
