@@ -43,7 +43,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from grammarsd.errors import GrammarsdError
+from grammarsd.errors import EmptyLanguageError, GrammarsdError
 
 
 class EngineMatcher(ABC):
@@ -67,12 +67,15 @@ class Engine(ABC):
 
     Subclasses set :attr:`name`, :attr:`package` (the distribution whose version is reported) and
     :attr:`refusals` (exception types that mean "this schema is not supported": they are counted
-    as compile errors; any other exception while compiling counts as an engine error).
+    as compile errors; any other exception while compiling counts as an engine error) and, for
+    engines that detect unsatisfiable schemas, :attr:`empty_language` (exception types that mean
+    "no instance is valid"; checked before :attr:`refusals`).
     """
 
     name: ClassVar[str]
     package: ClassVar[str]
     refusals: ClassVar[tuple[type[BaseException], ...]] = (Exception,)
+    empty_language: ClassVar[tuple[type[BaseException], ...]] = ()
 
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
@@ -158,6 +161,7 @@ class GrammarsdEngine(Engine):
     name = "grammarsd"
     package = "grammarsd"
     refusals = (GrammarsdError,)
+    empty_language = (EmptyLanguageError,)
     options: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, tokenizer: Any) -> None:

@@ -11,10 +11,14 @@ every engine sees the same token ids. For each engine and schema a worker proces
    token is allowed and accepts it, then checks that EOS is allowed. A valid instance must pass every
    check (else *valid rejected*); an invalid one must fail some check (else *invalid accepted*).
 
-A schema passes when it compiles and no instance gets a wrong answer. Statuses of one (engine,
+A schema passes when it compiles (or its language is proved empty) and no instance gets a wrong
+answer. Statuses of one (engine,
 schema) record:
 
 ``ok``             compiled and every instance ran (wrong answers are counted in the record)
+``empty_language`` the engine proved that no instance is valid (one of the engine's
+                   ``empty_language`` errors): right when the file has no valid instance, every
+                   valid one counts as rejected otherwise
 ``compile_error``  the engine refused the schema (one of the engine's ``refusals``)
 ``timeout``        compile plus instances took longer than the per-schema limit; the worker is killed
 ``error``          any other exception, or the worker process died (a crash); the run goes on
@@ -59,7 +63,7 @@ from grammarsd.bench.workers import (
 )
 from grammarsd.errors import GrammarsdError
 
-Status = Literal["ok", "compile_error", "timeout", "error"]
+Status = Literal["ok", "empty_language", "compile_error", "timeout", "error"]
 
 WARMUP_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -115,8 +119,9 @@ class SchemaRecord:
 
     @property
     def passed(self) -> bool:
-        """Compiled, ran, and gave no wrong answer."""
-        return self.status == "ok" and self.valid_rejected == 0 and self.invalid_accepted == 0
+        """Compiled (or proved empty), ran, and gave no wrong answer."""
+        return (self.status in ("ok", "empty_language") and self.valid_rejected == 0
+                and self.invalid_accepted == 0)
 
 
 class MaskBenchError(BenchError):
@@ -203,6 +208,12 @@ def run_case(engine: Engine, case: SchemaCase, bitmask: np.ndarray) -> SchemaRec
     try:
         m = engine.matcher(engine.compile(case.schema), bitmask)
         m.fill()
+    except engine.empty_language as e:
+        rec.status, rec.error = "empty_language", describe(e)
+        rec.wrong = [{"test": k, "kind": "valid_rejected", "at": 0}
+                     for k, inst in enumerate(case.instances) if inst.valid]
+        rec.valid_rejected = len(rec.wrong)
+        return rec
     except engine.refusals as e:
         rec.status, rec.error = "compile_error", describe(e)
         return rec

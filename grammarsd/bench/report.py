@@ -3,8 +3,9 @@ hardware and versions the numbers were taken on.
 
 Statistics (all over the schemas of one run):
 
-* counts: schemas passing (status ``ok`` and no wrong answer), compile errors, timeouts, errors
-  (crashes), and *instances* valid-rejected / invalid-accepted;
+* counts: schemas passing (status ``ok`` or ``empty_language``, and no wrong answer), languages
+  proved empty, compile errors, timeouts, errors (crashes), and *instances* valid-rejected /
+  invalid-accepted (a language proved empty rejects every instance);
 * compile time (time to first mask) over the schemas the engine compiled;
 * mask time over every mask fill of those schemas (one per token plus one per instance's EOS check).
 
@@ -38,6 +39,7 @@ class EngineSummary:
     engine: str
     schemas: int
     passing: int
+    empty_languages: int
     compile_errors: int
     timeouts: int
     errors: int
@@ -91,7 +93,7 @@ def compile_ms(records: Sequence[SchemaRecord]) -> np.ndarray:
 
 def summarize(engine: str, records: Sequence[SchemaRecord]) -> EngineSummary:
     """The summary row of one engine's records (one per schema)."""
-    ran = [r for r in records if r.status == "ok"]
+    ran = [r for r in records if r.status in ("ok", "empty_language")]
     c_mean, c_p50, c_p99, _ = _stats(compile_ms(records))
     masks = mask_us(records)
     m_mean, m_p50, m_p99, m_max = _stats(masks)
@@ -99,6 +101,7 @@ def summarize(engine: str, records: Sequence[SchemaRecord]) -> EngineSummary:
         engine=engine,
         schemas=len(records),
         passing=sum(r.passed for r in records),
+        empty_languages=sum(r.status == "empty_language" for r in records),
         compile_errors=sum(r.status == "compile_error" for r in records),
         timeouts=sum(r.status == "timeout" for r in records),
         errors=sum(r.status == "error" for r in records),
@@ -183,13 +186,14 @@ def markdown(
 ) -> str:
     """The report as Markdown: results, ratios to grammarsd, warm-up and environment."""
     lines = [
-        "| engine | schemas | passing | compile err | timeout | error | valid rejected "
+        "| engine | schemas | passing | empty | compile err | timeout | error | valid rejected "
         "| invalid accepted | compile ms mean | p50 | p99 | mask µs mean | p50 | p99 | max |",
-        "|---|" + "---:|" * 14,
+        "|---|" + "---:|" * 15,
     ]
     for s in summaries:
         lines.append(
-            f"| {s.engine} | {s.schemas} | {s.passing} | {s.compile_errors} | {s.timeouts} "
+            f"| {s.engine} | {s.schemas} | {s.passing} | {s.empty_languages} | {s.compile_errors} "
+            f"| {s.timeouts} "
             f"| {s.errors} | {s.valid_rejected}/{s.valid_instances} "
             f"| {s.invalid_accepted}/{s.invalid_instances} | {_fmt(s.compile_ms_mean)} "
             f"| {_fmt(s.compile_ms_p50)} | {_fmt(s.compile_ms_p99)} | {_fmt(s.mask_us_mean)} "

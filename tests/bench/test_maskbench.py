@@ -105,7 +105,7 @@ def test_end_to_end_grammarsd(tiny_dir: Path, tmp_path: Path, llama3: Any) -> No
         assert s.masks > valid_tokens
         assert s.compile_ms_mean > 0 and s.mask_us_p50 > 0
     text = write_report(cfg, records)
-    assert "| grammarsd | 3 | 3 | 0 | 0 | 0 | 0/4 | 0/5 |" in text
+    assert "| grammarsd | 3 | 3 | 0 | 0 | 0 | 0 | 0/4 | 0/5 |" in text
     assert re.search(r"\| grammarsd-any-order \| 3 \| \d+\.\d{3} \|", text)  # ratio row
     assert (out / "report.md").read_text(encoding="utf-8").endswith(text)
     assert {"cpu", "python", "numpy", "numba", "grammarsd"} <= set(
@@ -168,6 +168,29 @@ def test_grammarsd_refusal_is_a_compile_error(llama3: Any) -> None:
     rec = run_case(engine, case, bitmask)
     assert rec.status == "compile_error" and "SchemaUnsupportedError" in (rec.error or "")
     assert not rec.passed
+
+
+# Unsatisfiable: each branch's ``required`` conflicts with the outer ``maxProperties``.
+_EMPTY_SCHEMA = {"type": "object", "maxProperties": 1, "anyOf": [{"required": ["a", "b"]},
+                                                                 {"required": ["c", "d"]}]}
+
+
+@pytest.mark.parametrize("with_valid", [False, True], ids=["no-valid-instance", "valid-instance"])
+def test_proved_empty_language_passes_only_without_valid_instances(
+    with_valid: bool, llama3: Any
+) -> None:
+    engine = GrammarsdEngine(llama3)
+    tokens = tuple(llama3.encode('{"a": 1}', add_special_tokens=False))
+    instances = (Instance(False, tokens),) + ((Instance(True, tokens),) if with_valid else ())
+    # the oracle: jsonschema agrees the instance is invalid (the schema admits none)...
+    assert not jsonschema.Draft202012Validator(_EMPTY_SCHEMA).is_valid({"a": 1})
+    rec = run_case(engine, SchemaCase("empty.json", _EMPTY_SCHEMA, instances), np.zeros(
+        (1, (engine.vocab_size + 31) // 32), dtype=np.int32))
+    assert rec.status == "empty_language" and "EmptyLanguageError" in (rec.error or "")
+    # ...so a file that labels an instance valid makes the engine's proof count as a rejection
+    assert rec.passed is not with_valid
+    assert rec.valid_rejected == int(with_valid)
+    assert summarize("grammarsd", [rec]).empty_languages == 1
 
 
 def test_summary_and_ratio_by_hand() -> None:
