@@ -9,11 +9,11 @@ grammarsd.apply_token_bitmask_inplace(logits, bitmask)      # disallowed logits 
 m.accept_token(token_id)
 """
 
-from grammarsd.api.decorators import Tool, ToolCall, choose_tool, grammar
-from grammarsd.api.generate import generate, generate_batch, generate_result, stream
-from grammarsd.api.hf import GBNF, Lark, LogitsProcessor, Regex
-from grammarsd.api.models import LoadedModel, load_model, load_tokenizer
-from grammarsd.api.result import GenerationStats, Result
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from grammarsd.compiler.compiled import (
     CompiledGrammar,
     compile_grammar,
@@ -39,9 +39,42 @@ from grammarsd.errors import (
 )
 from grammarsd.grammar.ir import Grammar
 from grammarsd.grammar.json_schema import JsonSchemaOptions
-from grammarsd.kernels.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
 from grammarsd.matcher.matcher import GrammarMatcher
 from grammarsd.tokenizer.info import TokenizerInfo
+
+if TYPE_CHECKING:
+    from grammarsd.api.decorators import Tool, ToolCall, choose_tool, grammar
+    from grammarsd.api.generate import generate, generate_batch, generate_result, stream
+    from grammarsd.api.hf import GBNF, Lark, LogitsProcessor, Regex
+    from grammarsd.api.models import LoadedModel, load_model, load_tokenizer
+    from grammarsd.api.result import GenerationStats, Result
+    from grammarsd.kernels.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
+
+#: Names whose modules import torch or transformers (about 2 s): loaded on first use, so that
+#: compiling grammars and filling masks does not pay for them.
+_LAZY = {
+    **dict.fromkeys(("Tool", "ToolCall", "choose_tool", "grammar"), "grammarsd.api.decorators"),
+    **dict.fromkeys(("generate", "generate_batch", "generate_result", "stream"),
+                    "grammarsd.api.generate"),
+    **dict.fromkeys(("GBNF", "Lark", "LogitsProcessor", "Regex"), "grammarsd.api.hf"),
+    **dict.fromkeys(("LoadedModel", "load_model", "load_tokenizer"), "grammarsd.api.models"),
+    **dict.fromkeys(("GenerationStats", "Result"), "grammarsd.api.result"),
+    **dict.fromkeys(("allocate_token_bitmask", "apply_token_bitmask_inplace"),
+                    "grammarsd.kernels.bitmask"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'grammarsd' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 
