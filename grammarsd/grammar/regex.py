@@ -17,6 +17,8 @@ Both parsers produce a tiny private tree (``_Alt``, ``_Rep``, ``_Anchor`` and IR
 ``_lower`` turns into IR. Semantics are whole-string (``fullmatch``): ``^``/``\\A`` may only
 stand where nothing but anchors precedes them and ``$``/``\\Z`` where nothing but anchors follows
 (per top-level alternative, and into groups in such positions); there they mean nothing extra.
+ECMA anchors may stand anywhere outside repetitions (``_anchored``: ``^`` is the start of the
+input, ``$`` its end, as without the ``m`` flag; ``a$b`` matches nothing).
 ``parse_regex_search`` gives JSON Schema's unanchored semantics instead. Lookarounds,
 backreferences, conditionals, word boundaries, possessive quantifiers and atomic groups raise
 ``UnsupportedSyntaxError`` naming the construct and where it is; malformed patterns raise
@@ -42,9 +44,14 @@ from grammarsd.grammar import unicode as uni
 from grammarsd.grammar.ir import (
     ANY_CHAR,
     EMPTY,
+    NOTHING,
     CharClass,
+    Choice,
     Expr,
     Grammar,
+    Literal,
+    Repeat,
+    Seq,
     char_set,
     chars,
     choice,
@@ -141,9 +148,11 @@ def parse_regex(pattern: str, *, flavor: Flavor = "python", flags: int = 0) -> E
     ------
     GrammarSyntaxError : malformed pattern (line/column).
     UnsupportedSyntaxError : lookaround, backreference, conditional, ``\\b``, possessive or
-        atomic constructs, anchors in the middle.
+        atomic constructs; anchors in the middle (python flavor) or inside a repetition.
     """
     tree = _parse(pattern, flavor, flags)
+    if flavor == "ecma":
+        return choice(*_anchored(tree, pattern).values())
     return _lower(tree, pattern, True, True)
 
 
@@ -152,10 +161,15 @@ def parse_regex_search(pattern: str, *, flavor: Flavor = "ecma", flags: int = 0)
 
     Each top-level alternative not anchored with ``^`` gets any text (newlines included)
     before it, and each one not anchored with ``$`` gets any text after it, as JSON Schema's
-    ``pattern`` keyword requires. Errors as for ``parse_regex``.
+    ``pattern`` keyword requires. With ``flavor="ecma"`` anchors may also stand inside groups
+    and alternatives (``(^$)|(^a+)``, ``a(b$|c)``), see ``_anchored``. Errors as for
+    ``parse_regex``.
     """
     tree = _parse(pattern, flavor, flags)
     anything = repeat(ANY_CHAR)
+    if flavor == "ecma":
+        return choice(*(seq(EMPTY if start else anything, body, EMPTY if end else anything)
+                        for (start, end), body in _anchored(tree, pattern).items()))
     out: list[Expr] = []
     for branch in _branches(tree):
         lead = 0
@@ -181,6 +195,80 @@ def parse_regex_search(pattern: str, *, flavor: Flavor = "ecma", flags: int = 0)
             )
         )
     return choice(*out)
+
+
+_Anchoring = dict[tuple[bool, bool], Expr]
+
+
+def _anchored(node: _Node, source: str) -> _Anchoring:
+    """``node`` split by the anchors its matches pass: ``(start, end) -> language``.
+
+    ECMA-262 without the ``m`` flag: ``^`` holds only at the start of the input and ``$`` only
+    at its end. A match through ``(True, _)`` passed a ``^``, so nothing may precede it (in the
+    pattern or in the searched string); ``(_, True)`` passed a ``$``, so nothing may follow.
+    Sequences enforce that between their items (what must be empty keeps only the empty
+    string, if the item can match it); the caller enforces it for the surrounding text.
+    Anchors inside a repetition other than ``?`` are refused.
+    """
+    if isinstance(node, _Anchor):
+        return {(node.kind == "start", node.kind == "end"): EMPTY}
+    if isinstance(node, _Alt):
+        out: _Anchoring = {}
+        for branch in node.branches:
+            _merge(out, _anchored_seq(branch, source))
+        return out
+    if isinstance(node, _Rep) and _has_anchor(node.node):
+        if node.max != 1:
+            _lower(node.node, source, False, False)  # raises, naming the anchor
+        out = dict(_anchored(node.node, source))
+        if node.min == 0:
+            _merge(out, {(False, False): EMPTY})
+        return out
+    return {(False, False): _lower(node, source, False, False)}
+
+
+def _anchored_seq(items: tuple[_Node, ...], source: str) -> _Anchoring:
+    acc: _Anchoring = {(False, False): EMPTY}
+    for item in items:
+        step: _Anchoring = {}
+        for (start1, end1), left in acc.items():
+            for (start2, end2), right in _anchored(item, source).items():
+                body = seq(_empty_part(left) if start2 else left,
+                           _empty_part(right) if end1 else right)
+                _merge(step, {(start1 or start2, end1 or end2): body})
+        acc = step
+    return acc
+
+
+def _merge(into: _Anchoring, more: _Anchoring) -> None:
+    for key, body in more.items():
+        if body != NOTHING:
+            into[key] = choice(into[key], body) if key in into else body
+
+
+def _empty_part(expr: Expr) -> Expr:
+    """The empty string if ``expr`` matches it, else nothing."""
+    return EMPTY if _nullable(expr) else NOTHING
+
+
+def _nullable(expr: Expr) -> bool:
+    if isinstance(expr, Literal):
+        return not expr.text
+    if isinstance(expr, Seq):
+        return all(_nullable(i) for i in expr.items)
+    if isinstance(expr, Choice):
+        return any(_nullable(i) for i in expr.items)
+    if isinstance(expr, Repeat):
+        return expr.min == 0 or _nullable(expr.item)
+    return False  # a character class
+
+
+def _has_anchor(node: _Node) -> bool:
+    if isinstance(node, _Anchor):
+        return True
+    if isinstance(node, _Alt):
+        return any(_has_anchor(i) for b in node.branches for i in b)
+    return isinstance(node, _Rep) and _has_anchor(node.node)
 
 
 def grammar_from_regex(pattern: str, *, flavor: Flavor = "python", flags: int = 0) -> Grammar:

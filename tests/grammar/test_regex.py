@@ -228,7 +228,7 @@ UNSUPPORTED = {
     "ecma_backref": ("ecma", r"(a)\1", "backreference", 4),
     "ecma_named_backref": ("ecma", r"(?<x>a)\k<x>", "backreference", 8),
     "ecma_boundary": ("ecma", r"\bfoo", "word boundary", 1),
-    "ecma_middle_anchor": ("ecma", r"a$b", "end anchor", 2),
+    "ecma_anchor_in_repeat": ("ecma", r"(^a)+", "start anchor", 2),
     "ecma_modifiers": ("ecma", r"(?i:a)", "group modifier", 1),
     "ecma_script_property": ("ecma", r"\p{Script=Greek}", "unicode property", 1),
 }
@@ -276,3 +276,21 @@ def test_bad_options_raise() -> None:
         parse_regex("a", flavor="perl")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         parse_regex("a", flavor="ecma", flags=re.I)
+
+
+# ECMA anchors inside groups and alternatives. Oracle: Python's ``re`` on the same pattern with
+# ``^``/``$`` spelled ``\A``/``\Z`` (ECMA without the m flag: start / end of the input only).
+INNER_ANCHORS = [r"(^$)|(^a+)", r"a(b$|c)", r"(^a|b)c", r"x(^a)?", r"(a|^)b", r"a$b",
+                 r"(^|x)a($|y)", r"^(a$|b)", r"(?:^|,)a", r"(a^)?b", r"((^a)|b)(c|$)"]
+
+
+@pytest.mark.parametrize("pattern", INNER_ANCHORS)
+def test_ecma_anchors_inside_groups_match_re(pattern: str) -> None:
+    py = pattern.replace("^", r"\A").replace("$", r"\Z")
+    search = recognizer(parse_regex_search(pattern))
+    full = recognizer(parse_regex(pattern, flavor="ecma"))
+    for n in range(5):
+        for t in itertools.product("abcxy,", repeat=n):
+            s = "".join(t)
+            assert search.accepts(s) == (re.search(py, s) is not None), (pattern, s)
+            assert full.accepts(s) == (re.fullmatch(py, s) is not None), (pattern, s)
