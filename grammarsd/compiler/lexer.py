@@ -34,6 +34,13 @@ Layout of a ``ByteDFA``::
 Start state 0. Every state is live (reachable, and can reach an accepting state), the table
 is minimal, and states are numbered breadth-first -- except for the empty language, which is
 the single non-accepting state with no transitions (``ByteDFA.is_empty``).
+
+Rule groups. A lexeme may also reference *right-linear rule groups* by ``Ref`` (a ``RuleSet``
+says what each name means): rules that refer to members of their own group only in tail
+position, such as ``q0: "a" q1 | ""``, ``q1: "b" q0``. Their language is regular, and the
+Thompson NFA gets one entry state per rule of the group: a tail reference to a member is an
+epsilon edge to that member's entry, so the group costs one copy per occurrence of the ``Ref``
+in the lexeme (``_RuleNfa``), never one per derivation step.
 """
 
 from __future__ import annotations
@@ -45,9 +52,28 @@ from dataclasses import dataclass
 import numpy as np
 
 from grammarsd.errors import GrammarTooLargeError
-from grammarsd.grammar.automata import TAG_OFFSET, CharDFA, canonical_table, tagged_table
+from grammarsd.grammar.automata import (
+    TAG_OFFSET,
+    CharDFA,
+    Tagger,
+    _atom_bounds,
+    _Nfa,
+    _surrogate_atoms,
+    canonical_table,
+    tagged_table,
+)
 from grammarsd.grammar.encodings import SHORT_ESCAPES, decoded_class
-from grammarsd.grammar.ir import MAX_CODE_POINT, Expr, children
+from grammarsd.grammar.ir import (
+    EMPTY,
+    MAX_CODE_POINT,
+    SURROGATES,
+    Choice,
+    Expr,
+    Ref,
+    Repeat,
+    Seq,
+    children,
+)
 
 # Multi-byte UTF-8 forms: (lead-byte prefix, continuation bytes, first and last code point).
 # A lead ``prefix + i`` starts the block of 64**continuations code points from i * 64**cont.;
@@ -63,6 +89,11 @@ _MULTI_BYTE_FORMS = (
 # targets different; target -1 is dead. The last piece runs to the end of the domain.
 Pieces = tuple[tuple[int, int], ...]
 _DEAD: Pieces = ((0, -1),)
+
+RuleSet = tuple[tuple[str, int, Expr], ...]
+"""Rules a lexeme may reference: ``(name, group, body)`` sorted by name, closed under the
+references of the bodies. Members of one ``group`` refer to each other only in tail position
+(right-linear); a body may reference rules of other groups anywhere."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,24 +131,30 @@ class ByteDFA:
         return state >= 0 and bool(self.accept[state])
 
 
-def build_byte_dfa(expr: Expr, *, nonempty: bool = False, max_states: int = 50_000) -> ByteDFA:
+def build_byte_dfa(
+    expr: Expr, *, nonempty: bool = False, max_states: int = 50_000, rules: RuleSet = ()
+) -> ByteDFA:
     """The byte DFA of the UTF-8 encodings of a regular expression's language.
 
     Parameters
     ----------
     expr : Expr
-        Regular IR (no ``Ref``).
+        Regular IR; a ``Ref`` may only name a rule of ``rules``.
     nonempty : bool
         Drop the empty string from the language (the start state is then non-accepting), for
         lexemes that must consume at least one byte.
     max_states : int
         Limit on character and byte states.
+    rules : RuleSet
+        The right-linear rule groups ``expr`` references (see the module docstring).
 
     Raises
     ------
     GrammarTooLargeError
         ``"dfa_states"`` (or ``"nfa_states"``) past ``max_states``.
     """
+    if rules:
+        return _build_with_rules(expr, rules, nonempty, max_states)
     if _has_json_char(expr):
         bounds, trans, accept = tagged_table(expr, decoded_class, max_states=max_states)
         try:
@@ -127,6 +164,94 @@ def build_byte_dfa(expr: Expr, *, nonempty: bool = False, max_states: int = 50_0
             pass  # a plain spelling collides with an encoded one: expand the encodings as IR
     char_dfa = CharDFA.from_expr(expr, max_states=max_states)
     return byte_dfa_from_char_dfa(char_dfa, nonempty=nonempty, max_states=max_states)
+
+
+def _build_with_rules(expr: Expr, rules: RuleSet, nonempty: bool, max_states: int) -> ByteDFA:
+    """``build_byte_dfa`` for a lexeme that references rule groups (same two spelling paths)."""
+    table = {name: (group, body) for name, group, body in rules}
+    if _has_json_char(expr) or any(_has_json_char(body) for _, _, body in rules):
+        try:
+            table_t = _rule_table(expr, table, decoded_class, max_states)
+            return _finish(_Lowering(*table_t, max_states).build(), nonempty, max_states)
+        except _Overlap:
+            pass  # as in build_byte_dfa: expand the encodings as IR
+    plain = _rule_table(expr, table, None, max_states)
+    return _finish(_Lowering(*plain, max_states).build(), nonempty, max_states)
+
+
+def _rule_table(
+    expr: Expr, rules: dict[str, tuple[int, Expr]], tag: Tagger | None, max_states: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The minimal character table of ``expr`` with its rule references expanded (tagged
+    symbols as in ``automata.tagged_table`` when ``tag`` is given): (bounds, trans, accept)."""
+    parts = (_strip_refs(expr), *(_strip_refs(body) for _, body in rules.values()))
+    bounds = _atom_bounds(Choice(parts), tag)
+    nfa = _RuleNfa(bounds, max(100_000, 20 * max_states), tag, rules)
+    start, final = nfa.new(), nfa.new()
+    nfa.build(expr, start, final)
+    trans, accept = nfa.determinize(start, final, max_states)
+    trans[:, _surrogate_atoms(bounds)] = -1  # plain surrogates, and tagged ones:
+    trans[:, np.flatnonzero((bounds >= TAG_OFFSET + SURROGATES[0])
+                            & (bounds <= TAG_OFFSET + SURROGATES[1]))] = -1
+    trans, accept = canonical_table(trans, accept)
+    return bounds, trans, accept
+
+
+class _RuleNfa(_Nfa):
+    """A Thompson NFA that also builds ``Ref`` to right-linear rule groups.
+
+    A reference from outside a group opens one *instance* of it: a fresh entry state per member
+    (created when first referenced), each member's body built from its entry to the ``end`` the
+    outer reference was given. A reference met while its own group's instance is open is a
+    tail reference (the compiler only groups right-linear rules), so it is an epsilon edge to
+    the member's entry: whatever follows it in the body can only be the empty string. Bodies
+    are built from a worklist, so long chains of members cost no stack.
+    """
+
+    def __init__(self, bounds: np.ndarray, limit: int, tag: Tagger | None,
+                 rules: dict[str, tuple[int, Expr]]) -> None:
+        super().__init__(bounds, limit, tag)
+        self.rules = rules
+        self.open: dict[int, tuple[dict[str, int], list[str]]] = {}  # group -> entries, to build
+
+    def build(self, expr: Expr, start: int, end: int) -> None:
+        if not isinstance(expr, Ref):
+            super().build(expr, start, end)
+            return
+        group = self.rules[expr.name][0]
+        instance = self.open.get(group)
+        if instance is not None:
+            self.eps[start].append(self._entry(instance, expr.name))
+            return
+        instance = ({}, [])
+        self.open[group] = instance
+        self.eps[start].append(self._entry(instance, expr.name))
+        entries, todo = instance
+        while todo:
+            name = todo.pop()
+            self.build(self.rules[name][1], entries[name], end)
+        del self.open[group]
+
+    def _entry(self, instance: tuple[dict[str, int], list[str]], name: str) -> int:
+        entries, todo = instance
+        if name not in entries:
+            entries[name] = self.new()
+            todo.append(name)
+        return entries[name]
+
+
+def _strip_refs(expr: Expr) -> Expr:
+    """``expr`` with every ``Ref`` replaced by the empty string; Ref-free subtrees are kept as
+    the same objects (JSON encodings are recognised by identity)."""
+    if isinstance(expr, Ref):
+        return EMPTY
+    kids = children(expr)
+    parts = [_strip_refs(k) for k in kids]
+    if all(p is k for p, k in zip(parts, kids, strict=True)):
+        return expr
+    if isinstance(expr, Repeat):
+        return Repeat(parts[0], expr.min, expr.max)
+    return Seq(tuple(parts)) if isinstance(expr, Seq) else Choice(tuple(parts))
 
 
 def _has_json_char(expr: Expr) -> bool:
@@ -386,4 +511,4 @@ def _restrict(pieces: Pieces, base: int, span: int) -> Pieces:
     return _merge([(0, _at(pieces, base)), *inside])
 
 
-__all__ = ["ByteDFA", "build_byte_dfa", "byte_dfa_from_char_dfa"]
+__all__ = ["ByteDFA", "RuleSet", "build_byte_dfa", "byte_dfa_from_char_dfa"]

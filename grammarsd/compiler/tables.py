@@ -6,9 +6,16 @@ The grammar is split in two levels, the way lexer-plus-parser engines do, but ke
 * every *regular* piece of the grammar (a rule or sub-expression that does not reach recursion, and is
   not too big) becomes a **terminal**, compiled to a byte-level DFA (``compiler.lexer``) that consumes
   at least one byte. Inside a terminal, the parser is not touched at all;
+* a *right-linear rule group* (a cycle of rules that refer to each other only in tail position,
+  ``q0: "" | enc(C1) q1 | ...`` or ``ws: [ \t] ws | ""``) is regular too: its members stay ``Ref``
+  inside terminal expressions and the lexer builds their NFA directly (``lexer.RuleSet``), so each
+  entry referenced from outside is one terminal instead of a parser loop over one-character
+  terminals. Where such a terminal's DFA would pass the limits, it falls back to the parser loop;
 * a *big counted repeat* (``x{0,8192}``: its DFA would keep thousands of copies of ``x`` apart)
   is not one terminal: it is rewritten over chunks ``x{c}`` (``CompileLimits.repeat_chunk``),
-  each chunk a small terminal and the number of chunks counted by the parser (``_chunked``);
+  each chunk a small terminal and the number of chunks counted by the parser (``_chunked``). The
+  first terminal of the rewrite always holds at least ``c`` copies (a minimum count that is not a
+  multiple of ``c`` is folded into it), so no short terminal opens a bounded string;
 * the rest becomes a BNF over nonterminals and terminals, run by an Earley parser
   (``matcher._kernels``) that advances all live terminal DFAs byte by byte and completes a terminal at
   every byte where its DFA accepts (no maximal munch: the language is exactly the CFG's).
@@ -42,8 +49,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from grammarsd.compiler.lexer import ByteDFA, build_byte_dfa
+from grammarsd.compiler.lexer import ByteDFA, RuleSet, build_byte_dfa
 from grammarsd.errors import EmptyLanguageError, GrammarTooLargeError
+from grammarsd.grammar.encodings import decoded_class
 from grammarsd.grammar.ir import (
     EMPTY,
     NOTHING,
@@ -57,6 +65,7 @@ from grammarsd.grammar.ir import (
     Seq,
     children,
     choice,
+    iter_refs,
     repeat,
     seq,
 )
@@ -74,6 +83,8 @@ class CompileLimits:
     max_productions: int = 500_000
     max_repeat: int = 100_000  # bound of a repeat of a non-regular item
     repeat_chunk: int = 128  # counted copies one terminal may hold; longer repeats are chunked
+    max_group_size: int = 20_000  # IR nodes of a right-linear rule group lexed as one automaton
+    # (a JSON-encoded character counts as one node: the lexer reads it as one symbol)
 
 
 @dataclass(frozen=True)
@@ -172,49 +183,186 @@ def _label(expr: Expr, limit: int = 80) -> str:
 def _chunked(expr: Repeat, per_chunk: int) -> Expr:
     """``x{m,n}`` rewritten over chunks ``C = x{c}`` (``c = per_chunk``), same language.
 
-    ``x{m,n} = x{m} x{0,n-m}`` (``x*`` for ``n = None``); ``x{m} = C{m//c} x{m%c}``; and with
-    ``N = q*c + r`` (``0 <= r < c``), ``x{0,N} = C{0,q-1} x{0,c-1} | C{q} x{0,r}``, which is
-    unambiguous when ``x`` is. Counts of chunks then live in the parser (a repeat of a
-    non-regular item), counts inside a chunk in one small terminal.
+    ``x{m,n} = x{m} x{0,n-m}`` (``x*`` for ``n = None``). With ``N = q*c + r`` (``0 <= r < c``),
+    ``x{0,N} = C{q} x{0,r} | C{0,q-1} x{0,c-1}``. With ``m = j*c + r0``, ``x{m}`` is
+    ``(x{r0} C) C{j-1}``: the remainder is folded into the first chunk (a sequence of two
+    counts, so one terminal of ``c + r0`` copies, not a big repeat). For ``j = 0`` it is folded
+    into the first chunk of ``x{0,N}`` instead::
+
+        x{r0} x{0,c-1}  |  (x{r0} C) C{q-1} x{0,r}  |  (x{r0} C) C{0,q-2} x{0,c-1}
+
+    Either way no terminal shorter than a chunk opens the repeat (the tokens at its start stay
+    inside one terminal). Each form is unambiguous when ``x`` is. Counts of chunks live in the
+    parser (a repeat of a non-regular item), counts inside a chunk in one small terminal.
     """
     x, c = expr.item, per_chunk
     chunk = Repeat(x, c, c)
-    fixed = seq(repeat(chunk, expr.min // c, expr.min // c), repeat(x, expr.min % c, expr.min % c))
+    j, r0 = divmod(expr.min, c)
+    rem = repeat(x, r0, r0)
     if expr.max is None:
+        fixed = seq(rem, chunk, repeat(chunk, j - 1, j - 1)) if j else rem
         return seq(fixed, repeat(x, 0, None))
     q, r = divmod(expr.max - expr.min, c)
-    rest = choice(seq(repeat(chunk, q, q), repeat(x, 0, r)),
-                  seq(repeat(chunk, 0, q - 1), repeat(x, 0, c - 1)) if q else NOTHING)
-    return seq(fixed, rest)
+    if j:
+        upto = choice(seq(repeat(chunk, q, q), repeat(x, 0, r)),
+                      seq(repeat(chunk, 0, q - 1), repeat(x, 0, c - 1)) if q else NOTHING)
+        return seq(rem, chunk, repeat(chunk, j - 1, j - 1), upto)
+    if not q:
+        return seq(rem, repeat(x, 0, r))
+    lead = seq(rem, chunk)
+    return choice(seq(rem, repeat(x, 0, c - 1)),
+                  seq(lead, repeat(chunk, q - 1, q - 1), repeat(x, 0, r)),
+                  seq(lead, repeat(chunk, 0, q - 2), repeat(x, 0, c - 1)) if q > 1 else NOTHING)
 
 
-def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts) -> dict[str, Expr]:
+def _coalesce(items: tuple[Expr, ...], counts: _Counts,
+              regular: Callable[[Expr], Expr | None]) -> list[Expr]:
+    """Adjacent counted copies of one item merged where the merged repeat is big
+    (``x x{0,254}`` -> ``x{1,255}``, items compared after ``regular`` inlines them), so that
+    ``_chunked`` sees the whole count and folds its minimum into the first chunk. The
+    language is unchanged."""
+    out: list[Expr] = []
+    for item in items:
+        if out and (isinstance(item, Repeat) or isinstance(out[-1], Repeat)):
+            (x, lo, hi), (y, lo2, hi2) = _counted(out[-1]), _counted(item)
+            if x is y or x == y or (regular(x) or x) == (regular(y) or y):
+                merged = Repeat(x, lo + lo2, None if hi is None or hi2 is None else hi + hi2)
+                if counts.has_big(merged):
+                    out[-1] = merged
+                    continue
+        out.append(item)
+    return out
+
+
+def _counted(expr: Expr) -> tuple[Expr, int, int | None]:
+    """``expr`` as ``(item, min, max)`` of a repeat (``(expr, 1, 1)`` if it is none)."""
+    if isinstance(expr, Repeat):
+        return expr.item, expr.min, expr.max
+    return expr, 1, 1
+
+
+@dataclass
+class _Regular:
+    """What of the grammar is regular, found by ``_regular_bodies``.
+
+    bodies    rule -> its body with regular rules inlined; a member of a right-linear rule group
+              maps to ``Ref(itself)`` (groups stay references, the lexer expands them)
+    groups    group member -> (group id, its body with plain regular rules inlined)
+    reach     group member -> every group member a lexeme referencing it needs (its own group
+              and the groups the bodies reference, transitively)
+    nullable  group member -> whether it derives the empty string
+    """
+
+    bodies: dict[str, Expr] = field(default_factory=dict)
+    groups: dict[str, tuple[int, Expr]] = field(default_factory=dict)
+    reach: dict[str, frozenset[str]] = field(default_factory=dict)
+    nullable: dict[str, bool] = field(default_factory=dict)
+
+
+def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts) -> _Regular:
     """Rules whose language is regular by construction, with their references inlined.
 
     A rule is regular when it cannot reach itself, all rules it references are regular, its
     inlined body stays under ``limits.max_terminal_size`` nodes (bigger ones are split
-    structurally) and holds no big counted repeat (see ``_Counts``). Works bottom-up over the
-    rule graph without recursion across rules, so long chains of rules (one per JSON
-    property, say) cost no stack depth.
+    structurally) and holds no big counted repeat (see ``_Counts``). A strongly connected
+    component of rules is a regular *group* when its members refer to each other only in tail
+    position, reference nothing outside but regular rules, stay under
+    ``limits.max_group_size`` nodes and hold no big counted repeat (``_add_group``). Works
+    bottom-up over the rule graph without recursion across rules, so long chains of rules (one
+    per JSON property, say) cost no stack depth.
     """
     local = {name: _local_size_and_refs(body) for name, body in grammar.rules.items()}
     order = strongly_connected_components({name: refs for name, (_, refs) in local.items()})
     size: dict[str, int] = {}
-    regular: dict[str, Expr] = {}
-    for scc in order:  # callees first
+    out = _Regular()
+    for gid, scc in enumerate(order):  # callees first
         name = scc[0]
         own, refs = local[name]
-        if len(scc) > 1 or name in refs or any(r not in regular for r in refs):
+        if len(scc) > 1 or name in refs:
+            _add_group(grammar, scc, gid, limits, counts, out, size)
+            continue
+        if any(r not in out.bodies for r in refs):
             continue
         total = own + sum(size[r] for r in refs)
         if total > limits.max_terminal_size:
             continue
-        body = _inline(grammar.rules[name], regular)
+        body = _inline(grammar.rules[name], out.bodies)
         if counts.has_big(body):
             continue
         size[name] = total
-        regular[name] = body
-    return regular
+        out.bodies[name] = body
+    return out
+
+
+def _add_group(grammar: Grammar, scc: list[str], gid: int, limits: CompileLimits,
+               counts: _Counts, out: _Regular, size: dict[str, int]) -> None:
+    """Record the component ``scc`` in ``out`` as regular group ``gid`` if it is one."""
+    members = set(scc)
+    for m in scc:
+        if any(r not in members and r not in out.bodies for r in _ref_names(grammar.rules[m])):
+            return
+        if not _right_linear(grammar.rules[m], members):
+            return
+    for m in scc:
+        out.bodies[m] = Ref(m)
+    bodies = {m: _inline(grammar.rules[m], out.bodies) for m in scc}
+    total = sum(_lexer_size(b, members, size) for b in bodies.values())
+    if total > limits.max_group_size or any(counts.has_big(b) for b in bodies.values()):
+        for m in scc:
+            del out.bodies[m]
+        return
+    reach = frozenset(members).union(
+        *(out.reach[r.name] for b in bodies.values() for r in iter_refs(b) if r.name not in members)
+    )
+    for m in scc:
+        size[m] = total
+        out.groups[m] = (gid, bodies[m])
+        out.reach[m] = reach
+        out.nullable[m] = False
+    changed = True
+    while changed:  # least fixpoint
+        changed = False
+        for m in scc:
+            if not out.nullable[m] and _nullable_regular(bodies[m], out.nullable):
+                out.nullable[m] = changed = True
+
+
+def _ref_names(expr: Expr) -> set[str]:
+    return {r.name for r in iter_refs(expr)}
+
+
+def _right_linear(expr: Expr, members: set[str]) -> bool:
+    """True iff every reference to ``members`` inside ``expr`` is in tail position: nothing
+    but the empty string can follow it within ``expr``."""
+    if isinstance(expr, Choice):
+        return all(_right_linear(i, members) for i in expr.items)
+    if isinstance(expr, Seq):
+        return not any(_mentions(i, members) for i in expr.items[:-1]) and (
+            not expr.items or _right_linear(expr.items[-1], members))
+    if isinstance(expr, Repeat):
+        return not _mentions(expr.item, members) or (
+            expr.max == 1 and _right_linear(expr.item, members))
+    return True
+
+
+def _mentions(expr: Expr, members: set[str]) -> bool:
+    return any(r.name in members for r in iter_refs(expr))
+
+
+def _lexer_size(expr: Expr, members: set[str], size: dict[str, int]) -> int:
+    """IR nodes of a group body as the lexer sees them: a JSON-encoded character is one
+    symbol, a member of the group one node, a rule of another group its whole size."""
+    total = 0
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Ref) and e.name not in members:
+            total += size[e.name]
+            continue
+        total += 1
+        if decoded_class(e) is None:
+            stack.extend(children(e))
+    return total
 
 
 def _inline(expr: Expr, regular: dict[str, Expr]) -> Expr:
@@ -250,13 +398,17 @@ class _Lowering:
         self,
         grammar: Grammar,
         limits: CompileLimits,
-        dfa_builder: Callable[[Expr], ByteDFA],
+        dfa_builder: Callable[[Expr, RuleSet], ByteDFA],
     ) -> None:
         self.grammar = grammar
         self.limits = limits
         self.counts = _Counts(limits.repeat_chunk)
-        self.regular = _regular_bodies(grammar, limits, self.counts)
+        self.analysis = _regular_bodies(grammar, limits, self.counts)
+        self.regular = self.analysis.bodies
         self.dfa_builder = dfa_builder
+        self.unlexable: set[Expr] = set()  # lexemes with rule groups whose DFA passed the limits
+        self.dropped_groups: set[int] = set()  # groups back in the parser (their DFA was too big)
+        self.dfa_states = 0  # summed over the terminals built so far
         self.nt_names: list[str] = []
         self.prods: list[tuple[int, tuple[int, ...]]] = []
         self.rule_nt: dict[str, int] = {}
@@ -300,39 +452,77 @@ class _Lowering:
     def regular_expr(self, expr: Expr) -> Expr | None:
         """``expr`` with regular refs inlined, or None if it reaches a non-regular rule."""
         if isinstance(expr, Ref):
-            return self.regular.get(expr.name)
-        if isinstance(expr, (Literal, CharClass)):
+            out = self.regular.get(expr.name)
+        elif isinstance(expr, (Literal, CharClass)):
             return expr
-        parts = [self.regular_expr(c) for c in children(expr)]
-        if any(p is None for p in parts):
+        else:
+            parts = [self.regular_expr(c) for c in children(expr)]
+            if any(p is None for p in parts):
+                return None
+            out = _rebuild(expr, parts)  # type: ignore[arg-type]
+            if isinstance(out, Repeat) and self.counts.has_big(out):
+                return None
+        if out is not None and self.unlexable and (out in self.unlexable or any(
+                self.analysis.groups[r][0] in self.dropped_groups for r in self.rules_of(out))):
             return None
-        out = _rebuild(expr, parts)  # type: ignore[arg-type]
-        return None if isinstance(out, Repeat) and self.counts.has_big(out) else out
+        return out
+
+    def rules_of(self, expr: Expr) -> set[str]:
+        """The group members a lexeme needs (empty for plain regular expressions)."""
+        return set().union(*(self.analysis.reach[r.name] for r in iter_refs(expr)))
 
     def terminal(self, expr: Expr) -> tuple[object, bool]:
-        """(terminal symbol for L(expr) minus the empty string or _DEAD, nullable)."""
+        """(terminal symbol for L(expr) minus the empty string or _DEAD, nullable).
+
+        Raises ``GrammarTooLargeError`` for a lexeme with rule groups whose DFA would take the
+        summed DFA states past ``limits.max_dfa_states`` (the caller lowers it structurally).
+        """
         if expr not in self.term_info:
-            dfa = self.dfa_builder(expr)
+            names = self.rules_of(expr)
+            rules: RuleSet = tuple(
+                (n, *self.analysis.groups[n]) for n in sorted(names))
+            dfa = self.dfa_builder(expr, rules)
+            if names and self.dfa_states + dfa.num_states > self.limits.max_dfa_states:
+                raise GrammarTooLargeError("dfa_states", self.dfa_states + dfa.num_states,
+                                           self.limits.max_dfa_states)
             nonempty = bool(dfa.accept.any())
-            nullable = _nullable_regular(expr)
+            nullable = _nullable_regular(expr, self.analysis.nullable)
             self.term_info[expr] = (nonempty, nullable)
             if nonempty:
                 self.term_id[expr] = len(self.term_exprs)
                 self.term_exprs.append(expr)
                 self.term_dfas.append(dfa)
+                self.dfa_states += dfa.num_states
         nonempty, nullable = self.term_info[expr]
         sym: object = -self.term_id[expr] - 1 if nonempty else _DEAD
         return sym, nullable
+
+    def lexeme(self, expr: Expr) -> tuple[object, bool] | None:
+        """``terminal(expr)``, or None where a lexeme with rule groups is too big: it is then
+        remembered as unlexable (and a too-big group entry drops its whole group), so that
+        ``regular_expr`` sends it, and what contains it, down the structural path."""
+        try:
+            return self.terminal(expr)
+        except GrammarTooLargeError:
+            if not self.rules_of(expr):
+                raise
+            self.unlexable.add(expr)
+            if isinstance(expr, Ref):
+                self.dropped_groups.add(self.analysis.groups[expr.name][0])
+            return None
 
     def symbol(self, expr: Expr) -> object:
         """One symbol deriving exactly L(expr), creating helper nonterminals as needed."""
         if expr == EMPTY:
             return _EPS
-        if isinstance(expr, Ref) and expr.name not in self.regular:
-            return self.rule(expr.name)
         reg = self.regular_expr(expr)
+        if isinstance(expr, Ref) and reg is None:
+            return self.rule(expr.name)
         if reg is not None:
-            sym, nullable = self.terminal(reg)
+            found = self.lexeme(reg)
+            if found is None:  # ``reg`` is unlexable now: lower ``expr`` structurally
+                return self.symbol(expr)
+            sym, nullable = found
             if not nullable:
                 return sym
             if sym is _DEAD:
@@ -345,8 +535,8 @@ class _Lowering:
             return self.helper_nt[key]
         if isinstance(expr, Repeat):
             item = self.regular_expr(expr.item)
-            if item is None:
-                return self.repeat(expr)
+            if item is None or not self.counts.has_big(Repeat(item, expr.min, expr.max)):
+                return self.repeat(expr)  # a non-regular item, or an unlexable one
             per_chunk = self.limits.repeat_chunk // self.counts.expansion(item)
             if per_chunk < 2:  # the item is a chunk already: count it in the parser
                 return self.repeat(expr)
@@ -369,18 +559,26 @@ class _Lowering:
         if isinstance(expr, Seq) and self.regular_expr(expr) is None:
             syms: list[object] = []
             run: list[Expr] = []  # adjacent regular items become one terminal
-            for item in expr.items:
+            for item in _coalesce(expr.items, self.counts, self.regular_expr):
                 if self.regular_expr(item) is not None:
                     run.append(item)
                     continue
-                if run:
-                    syms.append(self.symbol(seq(*run)))
-                    run = []
+                syms.extend(self.run_symbols(run))
+                run = []
                 syms.append(self.symbol(item))
-            if run:
-                syms.append(self.symbol(seq(*run)))
+            syms.extend(self.run_symbols(run))
             return [syms]
         return [[self.symbol(expr)]]
+
+    def run_symbols(self, run: list[Expr]) -> list[object]:
+        """Symbols for adjacent regular items: one terminal, or one per item where the merged
+        lexeme is unlexable."""
+        if not run:
+            return []
+        merged = seq(*run)
+        if len(run) > 1 and self.regular_expr(merged) is None:
+            return [self.symbol(item) for item in run]
+        return [self.symbol(merged)]
 
     def repeat(self, expr: Repeat) -> object:
         if expr in self.helper_nt:
@@ -417,17 +615,20 @@ class _Lowering:
         return h
 
 
-def _nullable_regular(expr: Expr) -> bool:
+def _nullable_regular(expr: Expr, rules: dict[str, bool]) -> bool:
+    """Whether a regular expression derives the empty string (``rules``: its group refs')."""
     if isinstance(expr, Literal):
         return expr.text == ""
     if isinstance(expr, CharClass):
         return False
     if isinstance(expr, Seq):
-        return all(_nullable_regular(i) for i in expr.items)
+        return all(_nullable_regular(i, rules) for i in expr.items)
     if isinstance(expr, Choice):
-        return any(_nullable_regular(i) for i in expr.items)
+        return any(_nullable_regular(i, rules) for i in expr.items)
     if isinstance(expr, Repeat):
-        return expr.min == 0 or _nullable_regular(expr.item)
+        return expr.min == 0 or _nullable_regular(expr.item, rules)
+    if isinstance(expr, Ref):
+        return rules[expr.name]
     raise TypeError(f"not a regular expression node: {expr!r}")
 
 
@@ -548,17 +749,17 @@ class _DfaCache:
 
     def __init__(self, max_states: int = 50_000) -> None:
         self.max_states = max_states
-        self._items: OrderedDict[tuple[Expr, int], ByteDFA] = OrderedDict()
+        self._items: OrderedDict[tuple[Expr, RuleSet, int], ByteDFA] = OrderedDict()
         self._states = 0
         self._lock = threading.Lock()
 
-    def get(self, expr: Expr, max_states: int) -> ByteDFA:
-        key = (expr, max_states)
+    def get(self, expr: Expr, max_states: int, rules: RuleSet = ()) -> ByteDFA:
+        key = (expr, rules, max_states)
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
                 return self._items[key]
-        dfa = build_byte_dfa(expr, nonempty=True, max_states=max_states)
+        dfa = build_byte_dfa(expr, nonempty=True, max_states=max_states, rules=rules)
         with self._lock:
             if key not in self._items:
                 self._items[key] = dfa
@@ -580,8 +781,8 @@ def build_tables(
     """Lower ``grammar`` to flat Earley tables; see the module docstring for the layout."""
     limits = limits or CompileLimits()
 
-    def dfa_builder(expr: Expr) -> ByteDFA:
-        return _DFA_CACHE.get(expr, limits.max_dfa_states)
+    def dfa_builder(expr: Expr, rules: RuleSet) -> ByteDFA:
+        return _DFA_CACHE.get(expr, limits.max_dfa_states, rules)
 
     low = _Lowering(grammar, limits, dfa_builder)
     top = low.new_nt("<start>")
