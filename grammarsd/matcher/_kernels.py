@@ -30,10 +30,14 @@ for a scan in DFA state q, a token whose bytes keep q's DFA alive is allowed wha
 the parser holds; only tokens that pass an accepting state and then leave the terminal (``U(q)``)
 need the parser. The mask is the union of ``A(q)`` over live scans plus the tokens of ``U(q)`` that a
 real parse accepts; ``U(q)`` is kept in byte order with longest-common-prefix lengths, so checking it
-is a trie walk restricted to those tokens. Before a token of ``U(q)`` is stepped, a DFA-only test
-(its terminal must end before a byte that can follow the terminal) rejects most of them exactly,
-and at every chart position of the walk the live scans' DFAs alone often decide the rest of the
-token (some scan stays alive over all of it, or none can end its terminal before a FOLLOW byte).
+is a trie walk restricted to those tokens. When a grammar adds a row, a DFA-only test (the terminal
+must end before a byte that can follow it) drops most of ``U(q)`` exactly, once, and numbers
+*suffix classes*: tokens that reach the same DFA state where the terminal ends and go on with the
+same bytes. At a chart position with one live scan the parser accepts all of a class or none, so
+one walk per class decides it (a JSON string body: ~1,150 uncertain Llama-3 tokens, ~150 kept,
+~30 classes). At every chart position of a walk the live scans' DFAs alone often decide the rest
+of the token (some scan stays alive over all of it, or none can end its terminal before a FOLLOW
+byte).
 
 Hot functions take plain arrays: numba increfs every array of a tuple each time the tuple is passed
 or bound, which cost ~300 ns per byte when the state was a namedtuple of a dozen arrays.
@@ -97,18 +101,20 @@ class State(NamedTuple):
 class Cache(NamedTuple):
     """Context-independent masks, one row per cached DFA state.
 
-    index[q] is the row of state q or -1. Row r: rows[r] = (dense, acc_lo, acc_hi, unc_lo, unc_hi):
-    accepted tokens are the bitset dense_bits[dense] when dense >= 0, else acc_tok[acc_lo:acc_hi];
-    uncertain tokens are unc_tok[unc_lo:unc_hi] in byte order, unc_lcp = common prefix length with
-    the previous uncertain token of the row.
+    index[q] is the row of state q or -1. Row r: rows[r] = (dense, acc_lo, acc_hi, unc_lo, unc_hi,
+    classes): accepted tokens are the bitset dense_bits[dense] when dense >= 0, else
+    acc_tok[acc_lo:acc_hi]; uncertain tokens are unc_tok[unc_lo:unc_hi] in byte order, unc_lcp =
+    common prefix length with the previous uncertain token of the row, unc_cls = suffix class
+    (0 <= unc_cls < classes; see ``classify_tokens``).
     """
 
     index: np.ndarray  # int32 [Q]
-    rows: np.ndarray  # int64 [R, 5]
+    rows: np.ndarray  # int64 [R, 6]
     dense_bits: np.ndarray  # uint32 [D, W]
     acc_tok: np.ndarray  # int32 [A]
     unc_tok: np.ndarray  # int32 [U]
     unc_lcp: np.ndarray  # int32 [U]
+    unc_cls: np.ndarray  # int32 [U]
 
 
 # --------------------------------------------------------------------------- the parser step
@@ -423,6 +429,12 @@ def _in_set(bits, row, b):  # noqa: ANN001, ANN202
     return (bits[row, b >> 6] >> np.uint64(b & 63)) & np.uint64(1) != 0
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _in_bits(bits, b):  # noqa: ANN001, ANN202
+    """Byte ``b`` is in the 256-bit set ``bits`` (uint64 [4])."""
+    return (bits[b >> 6] >> np.uint64(b & 63)) & np.uint64(1) != 0
+
+
 @njit(cache=True, nogil=True)
 def _dfa_verdict(dfa_trans, dfa_info, follow_bytes, scans, lo, hi, data, a, z):  # noqa: ANN001, ANN202
     """Decide ``data[a:z]`` from the live scans ``scans[lo:hi]`` of a closed chart position by
@@ -453,24 +465,25 @@ def fill_mask(  # noqa: ANN201
     item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info, term_start,
     follow_bytes, start_item, accept_item,
     bounds, acc, items, scans, htab, tstamp, pend, pmask, meta,
-    index, rows, dense_bits, acc_tok, unc_tok, unc_lcp,
-    token_indptr, token_data, max_token_len, eos_ids, out,
+    index, rows, dense_bits, acc_tok, unc_tok, unc_lcp, unc_cls,
+    token_indptr, token_data, eos_ids, out,
 ):  # fmt: skip  # noqa: ANN001
     """Write the allowed tokens into ``out`` (uint32 words, overwritten); MASKED or UNMASKED.
 
     Union of the cached context-independent sets of every live scan, plus the uncertain tokens a
     real parse accepts, plus ``eos_ids`` when the input so far is complete. Returns ``MASKED`` when
     some token of the vocabulary is not allowed, ``UNMASKED`` when all are, or ``OVERFLOW`` /
-    ``MISSING`` (retry after growing / building the row). The parse position is unchanged.
+    ``MISSING`` (retry after growing / building the rows; ``meta[MISS]`` names one missing DFA
+    state). The parse position is unchanged.
 
-    An uncertain token of a scan in DFA state q (terminal T) can only be allowed through that scan
-    if T ends inside it, after j >= 1 of its bytes where T's DFA accepts, and its byte j starts a
-    terminal that may follow T (``follow_bytes[T]``). That necessary condition is a DFA-only test
-    (the DFA states of the shared prefix with the previous token are reused), so the parser walks
-    only the tokens that pass it. The walk reuses the chart positions of the shared prefix with
-    the previous walked token, and at each of them first asks ``_dfa_verdict`` whether the live
-    scans' DFAs alone decide the rest of the token. A token rejected on its first ``d`` bytes
-    rejects the tokens after it that share them without any work.
+    The uncertain tokens of a row (those whose terminal may end inside them, see
+    ``classify_tokens``) are walked through the parser in byte order. The walk reuses the chart
+    positions of the shared prefix with the previous walked token, and at each of them first asks
+    ``_dfa_verdict`` whether the live scans' DFAs alone decide the rest of the token. A token
+    rejected on its first ``d`` bytes rejects the tokens after it that share them without any
+    work. When the chart position holds one scan, the parse is the same for every token of a
+    suffix class up to its split and from there on depends only on the bytes after it: one walk
+    per class decides all its tokens.
     """
     out[:] = 0
     pos0 = meta[POS]
@@ -497,23 +510,17 @@ def fill_mask(  # noqa: ANN201
             for j in range(rows[r, 1], rows[r, 2]):
                 t = acc_tok[j]
                 out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-    dstate = np.empty(max_token_len + 1, dtype=np.int32)  # DFA state after i bytes
-    may_end = np.empty(max_token_len + 1, dtype=np.bool_)  # T may end before byte i, i > 0
+    single = hi - lo == 1  # one scan: suffix classes share their verdicts
     for k in range(lo, hi):
-        q = scans[k, 0]
-        r = index[q]
-        term = dfa_info[q, 2]
-        dstate[0] = q
-        may_end[0] = False
-        valid = 0  # leading entries of dstate / may_end that hold for the current token
-        rejected = False  # the previous token was rejected on its bytes 0..dead alone
+        r = index[scans[k, 0]]
+        memo = np.full(rows[r, 5] if single else 0, UNKNOWN, dtype=np.int8)  # verdict per class
+        rejected = False  # the previous walked token was rejected on its bytes 0..dead alone
         dead = 0
         alive = 0  # leading bytes of the previous stepped token whose chart positions are valid
         failed = False  # the previous stepped token's byte number `alive` failed
         for j in range(rows[r, 3], rows[r, 4]):
             t = unc_tok[j]
             shared = unc_lcp[j]
-            valid = min(valid, shared)
             if shared <= dead:
                 rejected = False
             if shared <= alive:
@@ -523,24 +530,12 @@ def fill_mask(  # noqa: ANN201
                 continue  # this token starts with the prefix that was just rejected
             if (out[t >> 5] >> np.uint32(t & 31)) & np.uint32(1):
                 continue  # already allowed by another scan
+            if single and memo[unc_cls[j]] != UNKNOWN:
+                if memo[unc_cls[j]] == ALLOWED:
+                    out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+                continue
             t_lo = token_indptr[t]
             n = token_indptr[t + 1] - t_lo
-            ends = True
-            while valid < n:
-                b = token_data[t_lo + valid]
-                s = dstate[valid]
-                ends = may_end[valid] or (
-                    valid >= 1 and dfa_info[s, 0] != 0 and _in_set(follow_bytes, term, b)
-                )
-                if dfa_trans[s, b] < 0:
-                    break
-                dstate[valid + 1] = dfa_trans[s, b]
-                may_end[valid + 1] = ends
-                valid += 1
-            if not ends:
-                rejected = True
-                dead = valid
-                continue
             meta[POS] = pos0 + alive
             verdict = UNKNOWN
             while alive < n:
@@ -576,8 +571,11 @@ def fill_mask(  # noqa: ANN201
                     failed = True
                     break
                 alive += 1
-            if verdict == ALLOWED or alive == n:
+            allowed = verdict == ALLOWED or alive == n
+            if allowed:
                 out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+            if single:
+                memo[unc_cls[j]] = ALLOWED if allowed else REJECTED
     meta[POS] = pos0
     if acc[pos0]:
         for t in eos_ids:
@@ -603,6 +601,7 @@ def classify_tokens(
     dfa_trans: np.ndarray,
     dfa_info: np.ndarray,
     q: int,
+    budget: int,
     max_depth: int,
     byte: np.ndarray,
     depth: np.ndarray,
@@ -618,8 +617,9 @@ def classify_tokens(
     """Split the vocabulary for a scan in DFA state ``q`` by one DFA-only walk of the token trie.
 
     Writes accepted token ids (the DFA stays alive over all their bytes) to ``accepted`` and
-    uncertain ones (the DFA accepted somewhere inside, then died) to ``uncertain`` in byte order,
-    with ``lcp`` = common prefix length with the previous uncertain token. Returns both counts.
+    uncertain ones (the DFA accepted after one byte or more, then died) to ``uncertain`` in byte
+    order, with ``lcp`` = common prefix length with the previous uncertain token. Visits at most
+    ``budget`` trie nodes. Returns both counts, or (-1, -1) when the budget runs out first.
     """
     stack = np.empty(max_depth + 2, dtype=np.int64)
     seen_accept = np.zeros(stack.shape[0], dtype=np.uint8)
@@ -628,7 +628,11 @@ def classify_tokens(
     n_unc = 0
     k = 0
     n = byte.shape[0]
+    visited = 0
     while k < n:
+        visited += 1
+        if visited > budget:
+            return -1, -1
         d = depth[k]
         s2 = dfa_trans[stack[d - 1], byte[k]]
         if s2 >= 0:
@@ -658,6 +662,138 @@ def classify_tokens(
         lcp[i] = shared
         prev = t
     return n_acc, n_unc
+
+
+@njit(cache=True, nogil=True)
+def ids_to_bits(ids: np.ndarray, out: np.ndarray) -> None:
+    """Set bit ``t`` of ``out`` (uint32 words) for every id ``t`` of ``ids``."""
+    for t in ids:
+        out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+
+
+@njit(cache=True, nogil=True)
+def refine_uncertain(
+    dfa_trans: np.ndarray,
+    dfa_info: np.ndarray,
+    q: int,
+    follow: np.ndarray,
+    max_depth: int,
+    token_indptr: np.ndarray,
+    token_data: np.ndarray,
+    unc_tok: np.ndarray,
+    unc_lcp: np.ndarray,
+    out_tok: np.ndarray,
+    out_lcp: np.ndarray,
+    out_cls: np.ndarray,
+) -> tuple[int, int]:
+    """Keep the uncertain tokens of a scan in DFA state ``q`` that the parser may take, and class
+    them; ``follow`` (uint64 [4]) is the set of bytes that may follow the scan's terminal.
+
+    A token of ``unc_tok`` (byte order, ``unc_lcp`` as ``classify_tokens`` writes it) can only be
+    allowed through the scan if the terminal ends inside it: after ``j >= 1`` of its bytes the DFA
+    accepts and byte ``j`` is in ``follow`` (its first such ``j`` is its *split*); the others are
+    dropped, exactly. Kept ids go to ``out_tok`` in byte order, with ``out_lcp`` = common prefix
+    length with the previous kept one and ``out_cls`` = a suffix class: two tokens share a class
+    iff they reach the same DFA state at their splits and have the same bytes from there on. From a
+    chart position that holds this scan alone, the parse is then in the same state at both splits
+    (no other scan is alive, and an earlier end of the terminal, before a byte outside ``follow``,
+    leads nowhere), so the parser accepts both or neither. Returns the numbers of kept tokens and
+    of classes.
+
+    Tokens are decided in byte order, reusing the DFA states of the prefix shared with the previous
+    one: a token is decided (split found, or the DFA died) on its first ``decided`` bytes, and so is
+    every following token that shares them, without reading its bytes.
+    """
+    dstate = np.empty(max_depth + 1, dtype=np.int64)  # DFA state after v bytes, v <= valid
+    dstate[0] = q
+    valid = 0
+    decided = 0  # the last token read was decided on this many leading bytes (0: none)
+    kept = False  # ... and was kept, with this split
+    split = 0
+    run_lcp = 0  # common prefix with the previous kept token: min of unc_lcp since then
+    n = 0
+    for i in range(unc_tok.shape[0]):
+        t = unc_tok[i]
+        shared = unc_lcp[i]
+        run_lcp = min(run_lcp, shared)
+        valid = min(valid, shared)
+        if shared < decided:
+            decided = 0
+        if decided == 0:
+            lo, hi = token_indptr[t], token_indptr[t + 1]
+            kept = False
+            while valid < hi - lo:
+                b = token_data[lo + valid]
+                s = dstate[valid]
+                if valid >= 1 and dfa_info[s, 0] != 0 and _in_bits(follow, b):
+                    kept = True
+                    split = valid
+                    break
+                s = dfa_trans[s, b]
+                if s < 0:
+                    break
+                valid += 1
+                dstate[valid] = s
+            decided = valid + 1
+        if kept:
+            out_tok[n] = t
+            out_lcp[n] = run_lcp if n > 0 else 0
+            out_cls[n] = split  # until the classes are numbered
+            n += 1
+            run_lcp = END
+    return n, _number_classes(dfa_trans, q, token_indptr, token_data, out_tok, out_cls, n)
+
+
+@njit(cache=True, nogil=True)
+def _number_classes(dfa_trans, q, token_indptr, token_data, tokens, cls, n):  # noqa: ANN001, ANN202
+    """Number the suffix classes of ``tokens[:n]``: on entry ``cls[i]`` is token i's split, on exit
+    its class (equal DFA state from ``q`` at the split and equal bytes from there on), compared
+    exactly through an open-addressing table. Returns the number of classes."""
+    size = 16
+    while size < 2 * n:
+        size *= 2
+    slot_rep = np.full(size, -1, dtype=np.int64)  # a representative (index i) per slot ...
+    slot_state = np.empty(size, dtype=np.int64)  # ... its state and split at the split
+    slot_split = np.empty(size, dtype=np.int64)
+    slot_cls = np.empty(size, dtype=np.int64)
+    n_cls = 0
+    for i in range(n):
+        t = tokens[i]
+        split = cls[i]
+        lo = token_indptr[t] + split
+        hi = token_indptr[t + 1]
+        state = q
+        for p in range(token_indptr[t], lo):
+            state = dfa_trans[state, token_data[p]]
+        h = np.uint64(state) * np.uint64(0x9E3779B97F4A7C15)
+        for p in range(lo, hi):
+            h = (h ^ np.uint64(token_data[p])) * np.uint64(0x100000001B3)
+        h ^= h >> np.uint64(33)  # finalizer (MurmurHash3's fmix64): spread into the low bits
+        h *= np.uint64(0xFF51AFD7ED558CCD)
+        h ^= h >> np.uint64(33)
+        slot = np.int64(h & np.uint64(size - 1))
+        while True:
+            r = slot_rep[slot]
+            if r < 0:
+                slot_rep[slot] = i
+                slot_state[slot] = state
+                slot_split[slot] = split
+                slot_cls[slot] = n_cls
+                cls[i] = n_cls
+                n_cls += 1
+                break
+            r_lo = token_indptr[tokens[r]] + slot_split[slot]
+            same = slot_state[slot] == state and token_indptr[tokens[r] + 1] - r_lo == hi - lo
+            if same:
+                for p in range(hi - lo):
+                    if token_data[r_lo + p] != token_data[lo + p]:
+                        same = False
+                        break
+            if same:
+                cls[i] = slot_cls[slot]
+                break
+            slot = (slot + 1) & (size - 1)
+    return n_cls
 
 
 @njit(cache=True, nogil=True)

@@ -98,6 +98,15 @@ class GrammarMatcher:
             )
         self._state = _grown(self._state)
 
+    def _ensure_rows(self) -> None:
+        """Build the mask-cache rows of every live scan at the current position (after a
+        ``MISSING`` fill, whose settled chart names them), so one retry suffices."""
+        s, cache = self._state, self._runtime.cache
+        pos = int(s.meta[K.POS])
+        for q in s.scans[s.bounds[pos, 1] : s.bounds[pos + 1, 1], 0].tolist():
+            if cache.arrays.index[q] < 0:
+                cache.ensure(q)
+
     @property
     def _pos(self) -> int:
         return int(self._state.meta[K.POS])
@@ -209,7 +218,7 @@ class GrammarMatcher:
             if r == K.UNMASKED:
                 return False
             if r == K.MISSING:
-                rt.cache.ensure(int(self._state.meta[K.MISS]))
+                self._ensure_rows()
             else:
                 self._grow()
 

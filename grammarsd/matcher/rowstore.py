@@ -28,8 +28,10 @@ class Row(NamedTuple):
     """One mask-cache row in storage form.
 
     ``accepted`` is a bitset (uint32 [W]) when ``dense``, else a list of token ids (int32);
-    ``unc_tok`` / ``unc_lcp`` are the uncertain tokens in byte order and their common-prefix lengths
-    with the previous one (see ``_kernels.Cache``).
+    ``unc_tok`` / ``unc_lcp`` are the uncertain tokens (q's DFA accepts after one byte or more, then
+    dies) in byte order and their common-prefix lengths with the previous one. Which of them the
+    parser may take also depends on the bytes that may follow q's terminal, so each grammar refines
+    them as it adds the row (``_kernels.refine_uncertain``).
     """
 
     dense: bool

@@ -3,11 +3,15 @@
 ``runtime(compiled)`` builds both on first use and keeps them on the ``CompiledGrammar``. The mask
 cache holds, per terminal DFA state, the tokens that state accepts or rejects whatever the parser holds
 and the uncertain rest (see ``matcher._kernels``). Rows are made on first visit, so compiling stays
-cheap and only states that decoding reaches cost anything: a row depends only on the sub-automaton
-reachable from its state, so it is copied from the process-wide ``rowstore`` when any grammar of the
-same tokenizer already reached an equivalent state, and otherwise computed by one DFA-only walk of
-the token trie (then stored there). Sets with more accepted tokens than a bitset has words are stored
-as bitsets, smaller ones as id lists (XGrammar's adaptive storage)."""
+cheap and only states that decoding reaches cost anything. A row comes from one DFA-only walk of the
+token trie; most states (inside a literal or a key) reach only a few hundred trie nodes, so a walk
+bounded by ``CHEAP_WALK_NODES`` is tried first and its row is used as is. Past that bound the state
+is costly to walk (a string body reaches most of the vocabulary), and since a row depends only on
+the sub-automaton reachable from its state and the bytes that may follow its terminal, it is copied
+from the process-wide ``rowstore`` when any grammar of the same tokenizer already reached an
+equivalent state, and otherwise walked in full (then stored there). Sets with more accepted tokens
+than a bitset has words are stored as bitsets, smaller ones as id lists (XGrammar's adaptive
+storage)."""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ if TYPE_CHECKING:
     from grammarsd.compiler.compiled import CompiledGrammar
 
 
+CHEAP_WALK_NODES = 2048  # trie nodes a walk may visit before the row is looked up by signature
 _SIG_MAX_STATES = 4096  # bigger sub-automata are not shared: a signature costs ~256 reads per state
 _SIG_MAX_INTS = 1 << 16  # bound on one signature (4 ints per byte run, 1 per state)
 
@@ -39,8 +44,10 @@ def _grow(a: np.ndarray, need: int) -> np.ndarray:
 class MaskCache:
     """Growable arrays behind ``_kernels.Cache``; ``ensure(q)`` adds the row of DFA state q.
 
-    Rows come from, in order: another state of this grammar with the same sub-automaton signature
-    (the index points both at one row), the shared ``RowStore``, or a trie walk (then stored).
+    Rows come from, in order: a trie walk bounded by ``CHEAP_WALK_NODES``, another state of this
+    grammar with the same sub-automaton signature and FOLLOW bytes (the index points both at one
+    row), the shared ``RowStore``, or a full trie walk (then stored). Each row's uncertain tokens
+    are refined for the grammar as the row is added (``_kernels.refine_uncertain``).
     """
 
     def __init__(
@@ -56,23 +63,27 @@ class MaskCache:
         self.words = (info.vocab_size + 31) // 32
         self._lock = threading.Lock()
         self._n_states = self._n_rows = self._n_dense = self._n_acc = self._n_unc = 0
-        self.walks = 0  # rows computed by a trie walk (the rest were copied or pointed to)
+        self.walks = 0  # rows computed by a full trie walk (the rest were cheap, copied or shared)
         self.arrays = K.Cache(
             index=np.full(tables.dfa_trans.shape[0], -1, dtype=np.int32),
-            rows=np.zeros((16, 5), dtype=np.int64),
+            rows=np.zeros((16, 6), dtype=np.int64),
             dense_bits=np.zeros((0, self.words), dtype=np.uint32),
             acc_tok=np.zeros(1024, dtype=np.int32),
             unc_tok=np.zeros(1024, dtype=np.int32),
             unc_lcp=np.zeros(1024, dtype=np.int32),
+            unc_cls=np.zeros(1024, dtype=np.int32),
         )
         self._row_of_signature: dict[bytes, int] = {}
         self._sig_label = np.full(tables.dfa_trans.shape[0], -1, dtype=np.int32)
         self._sig_order = np.empty(_SIG_MAX_STATES, dtype=np.int32)
         self._sig_out = np.empty(_SIG_MAX_INTS, dtype=np.int32)
         vocab = info.vocab_size
-        self._scratch_acc = np.empty(vocab, dtype=np.int32)
+        self._scratch_acc = np.empty(vocab, dtype=np.int32)  # classify_tokens' outputs
         self._scratch_unc = np.empty(vocab, dtype=np.int32)
+        self._scratch_unc_lcp = np.empty(vocab, dtype=np.int32)
+        self._scratch_tok = np.empty(vocab, dtype=np.int32)  # refine_uncertain's outputs
         self._scratch_lcp = np.empty(vocab, dtype=np.int32)
+        self._scratch_cls = np.empty(vocab, dtype=np.int32)
 
     @property
     def num_states(self) -> int:
@@ -85,30 +96,42 @@ class MaskCache:
             if self.arrays.index[q] >= 0:
                 return
             t = self._tables
-            n = K.sub_dfa_signature(
-                t.dfa_trans, t.dfa_info, q, self._sig_order, self._sig_label, self._sig_out
-            )
-            signature = self._sig_out[:n].tobytes() if n >= 0 else None
-            r = None if signature is None else self._row_of_signature.get(signature)
-            if r is None:
-                row = None if signature is None else self._store.get(self._fingerprint, signature)
-                if row is None:
-                    row = self._walk(q)
-                    if signature is not None:
-                        self._store.put(self._fingerprint, signature, row)
-                r = self._append(row)
-                if signature is not None:
-                    self._row_of_signature[signature] = r
+            follow = t.follow_bytes[t.dfa_info[q, 2]]
+            row = self._walk(q, CHEAP_WALK_NODES)
+            if row is not None:
+                r = self._append(q, row, follow)
+            else:
+                n = K.sub_dfa_signature(
+                    t.dfa_trans, t.dfa_info, q, self._sig_order, self._sig_label, self._sig_out
+                )
+                signature = self._sig_out[:n].tobytes() if n >= 0 else None
+                # refined rows also depend on the FOLLOW bytes of the state's terminal
+                key = None if signature is None else signature + follow.tobytes()
+                r = None if key is None else self._row_of_signature.get(key)
+                if r is None:
+                    store = self._store
+                    row = None if signature is None else store.get(self._fingerprint, signature)
+                    if row is None:
+                        row = self._walk(q, -1)
+                        assert row is not None
+                        self.walks += 1
+                        if signature is not None:
+                            store.put(self._fingerprint, signature, row)
+                    r = self._append(q, row, follow)
+                    if key is not None:
+                        self._row_of_signature[key] = r
             self.arrays.index[q] = r  # after _append: the published index covers row r
             self._n_states += 1
 
-    def _walk(self, q: int) -> Row:
-        """The row of ``q`` by one DFA-only walk of the token trie (views of scratch buffers)."""
+    def _walk(self, q: int, budget: int) -> Row | None:
+        """The row of ``q`` by one DFA-only walk of the token trie (views of scratch buffers), or
+        None when the walk would visit more than ``budget`` trie nodes (-1: no bound)."""
         trie = self._trie
         n_acc, n_unc = K.classify_tokens(
             self._tables.dfa_trans,
             self._tables.dfa_info,
             q,
+            budget if budget >= 0 else trie.num_nodes,
             trie.max_depth,
             trie.byte,
             trie.depth,
@@ -119,18 +142,27 @@ class MaskCache:
             self._data,
             self._scratch_acc,
             self._scratch_unc,
-            self._scratch_lcp,
+            self._scratch_unc_lcp,
         )
-        self.walks += 1
+        if n_acc < 0:
+            return None
         ids = self._scratch_acc[:n_acc]
+        unc = (self._scratch_unc[:n_unc], self._scratch_unc_lcp[:n_unc])
         if n_acc > self.words:  # a bitset is smaller than the id list
             bits = np.zeros(self.words, dtype=np.uint32)
-            np.bitwise_or.at(bits, ids >> 5, np.left_shift(1, ids & 31).astype(np.uint32))
-            return Row(True, bits, self._scratch_unc[:n_unc], self._scratch_lcp[:n_unc])
-        return Row(False, ids, self._scratch_unc[:n_unc], self._scratch_lcp[:n_unc])
+            K.ids_to_bits(ids, bits)
+            return Row(True, bits, *unc)
+        return Row(False, ids, *unc)
 
-    def _append(self, row: Row) -> int:
-        """Copy ``row`` into the cache arrays and publish them; returns its row number."""
+    def _append(self, q: int, row: Row, follow: np.ndarray) -> int:
+        """Refine ``row``'s uncertain tokens for state ``q`` whose terminal may be followed by the
+        bytes of ``follow``, copy the row into the cache arrays and publish them; returns its row
+        number."""
+        t = self._tables
+        n_unc, n_cls = K.refine_uncertain(
+            t.dfa_trans, t.dfa_info, q, follow, self._trie.max_depth, self._indptr, self._data,
+            row.unc_tok, row.unc_lcp, self._scratch_tok, self._scratch_lcp, self._scratch_cls,
+        )  # fmt: skip
         c = self.arrays
         rows = _grow(c.rows, self._n_rows + 1)
         dense_bits, acc_tok = c.dense_bits, c.acc_tok
@@ -147,25 +179,18 @@ class MaskCache:
             acc_tok[acc_lo:acc_hi] = row.accepted
             self._n_acc = acc_hi
         unc_lo = self._n_unc
-        unc_hi = unc_lo + row.unc_tok.shape[0]
-        unc_tok = _grow(c.unc_tok, unc_hi)
-        unc_lcp = _grow(c.unc_lcp, unc_hi)
-        unc_tok[unc_lo:unc_hi] = row.unc_tok
-        unc_lcp[unc_lo:unc_hi] = row.unc_lcp
+        unc_hi = unc_lo + n_unc
+        scratch = (self._scratch_tok, self._scratch_lcp, self._scratch_cls)
+        unc = [_grow(a, unc_hi) for a in (c.unc_tok, c.unc_lcp, c.unc_cls)]
+        for a, part in zip(unc, scratch, strict=True):
+            a[unc_lo:unc_hi] = part[:n_unc]
         self._n_unc = unc_hi
-        rows[self._n_rows] = (dense, acc_lo, acc_hi, unc_lo, unc_hi)
-        grown = any(
-            a is not b
-            for a, b in zip(
-                (rows, dense_bits, acc_tok, unc_tok, unc_lcp),
-                (c.rows, c.dense_bits, c.acc_tok, c.unc_tok, c.unc_lcp),
-                strict=True,
-            )
-        )
-        if grown:
+        rows[self._n_rows] = (dense, acc_lo, acc_hi, unc_lo, unc_hi, n_cls)
+        new = K.Cache(c.index, rows, dense_bits, acc_tok, *unc)
+        if any(a is not b for a, b in zip(new[1:], c[1:], strict=True)):
             # a kernel running on the old snapshot must never see an index entry pointing past
             # its arrays: publish the new arrays with a fresh index
-            self.arrays = K.Cache(c.index.copy(), rows, dense_bits, acc_tok, unc_tok, unc_lcp)
+            self.arrays = new._replace(index=c.index.copy())
         self._n_rows += 1
         return self._n_rows - 1
 
@@ -174,7 +199,7 @@ class Runtime:
     """Kernel tables plus the mask cache of one compiled grammar.
 
     ``tables`` and ``vocab_args`` are built once and passed flat to every kernel call (see
-    ``_kernels``); ``vocab_args`` = (token_indptr, token_data, longest token in bytes, EOS ids).
+    ``_kernels``); ``vocab_args`` = (token_indptr, token_data, EOS ids).
     """
 
     def __init__(self, compiled: CompiledGrammar) -> None:
@@ -201,7 +226,6 @@ class Runtime:
         self.vocab_args = (
             info.token_indptr,
             info.token_data,
-            int(np.diff(info.token_indptr).max(initial=0)),
             np.asarray(info.eos_ids, dtype=np.int64),
         )
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import grammarsd as gs
 from grammarsd.matcher import _kernels as K
+from grammarsd.matcher import runtime as runtime_module
 from grammarsd.matcher.reference import ReferenceRecognizer
 from grammarsd.matcher.rowstore import Row, RowStore, shared_row_store
 from grammarsd.matcher.runtime import runtime
@@ -166,6 +167,13 @@ def _walk_against_reference(compiled: gs.CompiledGrammar, text: bytes) -> None:
             prefix += text[k : k + 1]
 
 
+@pytest.fixture
+def no_cheap_walks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every row goes through signature and store (toy vocabularies make every walk cheap)."""
+    monkeypatch.setattr(runtime_module, "CHEAP_WALK_NODES", 0)
+
+
+@pytest.mark.usefixtures("no_cheap_walks")
 def test_rows_served_from_the_store_equal_the_reference() -> None:
     store = shared_row_store()
     first = gs.compile_regex(r'"key":"[^"]*"', VOCAB, cache=False)
@@ -182,6 +190,7 @@ def test_rows_served_from_the_store_equal_the_reference() -> None:
     _walk_against_reference(third, b'12:"ab')
 
 
+@pytest.mark.usefixtures("no_cheap_walks")
 def test_rows_are_not_shared_across_tokenizers() -> None:
     other = TokenizerInfo.from_token_bytes([*PIECES, b"-other"], eos_ids=[0], special_ids=[0])
     gs.compile_regex(r'k[a-z]*"', VOCAB, cache=False).matcher().allowed_token_ids()
