@@ -83,7 +83,13 @@ from grammarsd.grammar.ir import (
 )
 from grammarsd.grammar.json_schema import numbers as num
 from grammarsd.grammar.json_schema.arrays import _CountingArray
-from grammarsd.grammar.json_schema.formats import KNOWN_FORMATS, format_expr, format_lengths
+from grammarsd.grammar.json_schema.formats import (
+    KNOWN_FORMATS,
+    SUBSET_FORMATS,
+    format_dfa,
+    format_expr,
+    format_lengths,
+)
 from grammarsd.grammar.json_schema.model import (
     _TYPE_NAMES,
     _TYPES,
@@ -158,22 +164,28 @@ DRAFTS: dict[str, Draft] = {
 _APPLICATORS = {"$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
                 "dependentSchemas", "$dynamicRef", "$recursiveRef"}
 _WS = char_set(" \t\n\r")
-#: Up to this many keys, an object in enum/const is accepted in any key order (any_order=True).
+#: Up to this many keys, an object in enum/const is accepted in any key order (any_order=True
+#: or "auto").
 _MAX_PERMUTED_KEYS = 5
 # A string constraint's automaton becomes a regular expression (one terminal) while state
 # elimination stays within these bounds (IR nodes before JSON encoding, nesting depth);
 # otherwise right-linear rules (see ``_Lowering._dfa_rules``).
 _REGEX_SIZE = 400
 _REGEX_DEPTH = 60
+# Number automata (residues) are strongly connected: state elimination beyond this many states
+# only spends time before hitting the bounds above.
+_REGEX_NUMBER_STATES = 48
 # Private keywords of synthetic schemas (NUL-prefixed: no user schema can collide).
 _TYPES_KW = "\x00types"  # the internal type set, e.g. ["frac"]
 _EXCLUDED_KW = "\x00excluded"  # values removed
 _LO_KW, _HI_KW = "\x00lo", "\x00hi"  # (Decimal bound, strict)
 _NOT_PATTERN_KW = "\x00notPattern"  # strings the pattern does not match
+_NOT_FORMAT_KW = "\x00notFormat"  # strings not of the (enforced) format
+_NOT_MULTIPLE_KW = "\x00notMultipleOf"  # numbers that are not multiples of the value
 _SOME_ITEM_KW = "\x00someItemFails"  # a _Node: some item is not valid against it
 _WITNESS_KW = "\x00witness"  # a _Witness: some member has such a key and such a value
-_PRIVATE_KEYWORDS = (_TYPES_KW, _EXCLUDED_KW, _LO_KW, _HI_KW, _NOT_PATTERN_KW, _SOME_ITEM_KW,
-                     _WITNESS_KW)
+_PRIVATE_KEYWORDS = (_TYPES_KW, _EXCLUDED_KW, _LO_KW, _HI_KW, _NOT_PATTERN_KW, _NOT_FORMAT_KW,
+                     _NOT_MULTIPLE_KW, _SOME_ITEM_KW, _WITNESS_KW)
 _COUNTS = {"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"}
 _ITEM_KEYWORDS = ("items", "prefixItems", "additionalItems")
 _OBJECT_KEYWORDS = ("properties", "patternProperties", "additionalProperties")
@@ -473,8 +485,11 @@ class _Lowering:
             return [] if s is True else [()]
         out: list[_Alt] = []
         for kw, value in s.items():
+            # a private keyword stands for the public one at the end of its node's pointer
+            at = node.pointer.rsplit("/", 1)[0] if kw in _PRIVATE_KEYWORDS else (
+                f"{node.pointer}/{kw}")
             for synthetic in self._negate_keyword(node, kw, value, context):
-                out.append((_Node(synthetic, node.resolver, f"{node.pointer}/{kw}"),))
+                out.append((_Node(synthetic, node.resolver, at),))
         return out
 
     def _negate_keyword(self, node: _Node, kw: str, value: Any, context: str
@@ -492,6 +507,10 @@ class _Lowering:
             return [{**numbers, flip: (value[0], not value[1])}]
         if kw == _NOT_PATTERN_KW:
             return [{**strings, "pattern": value}]
+        if kw == _NOT_FORMAT_KW:
+            return [{**strings, "format": value}]
+        if kw == _NOT_MULTIPLE_KW:
+            return [{**numbers, "multipleOf": value}]
         if kw in (_SOME_ITEM_KW, _WITNESS_KW):
             keyword = "items" if kw == _SOME_ITEM_KW else value.keyword
             raise self.refuse(keyword, node.pointer, f"cannot take the complement of the "
@@ -502,6 +521,13 @@ class _Lowering:
         if kw == "format" and (self.options.formats == "ignore" or value not in KNOWN_FORMATS):
             return []
         at = f"{node.pointer}/{kw}"
+        if kw == "format":
+            if format_expr(value) is None or value in SUBSET_FORMATS:
+                raise self.refuse(kw, at, f"format {value!r} is not enforced exactly, so its "
+                                  f"complement (needed by {context}) cannot be")
+            return [{**strings, _NOT_FORMAT_KW: value}]
+        if kw == "multipleOf":
+            return [{**numbers, _NOT_MULTIPLE_KW: value}]
         if kw == "type":
             names = [value] if isinstance(value, str) else value
             allowed = set().union(*(_TYPE_NAMES[t] for t in names)) if names else set()
@@ -610,6 +636,7 @@ class _Lowering:
             elif kw == "multipleOf":
                 q = Fraction(Decimal(str(value)))
                 m.multiple_of = q if m.multiple_of is None else _lcm(m.multiple_of, q)
+                m.multiple_at = at
             elif kw == "minLength":
                 m.min_len = max(m.min_len, value)
             elif kw == "maxLength":
@@ -679,6 +706,10 @@ class _Lowering:
             m.excluded += value
         elif kw == _NOT_PATTERN_KW:
             m.not_patterns.append((value, node.pointer))
+        elif kw == _NOT_FORMAT_KW:
+            m.not_formats.append((value, node.pointer))
+        elif kw == _NOT_MULTIPLE_KW:
+            m.not_multiples.append((Fraction(Decimal(str(value))), node.pointer))
         else:
             bound, strict = value
             self._merge_bound(m, {}, "exclusiveMinimum" if kw == _LO_KW and strict else
@@ -759,7 +790,7 @@ class _Lowering:
         if "object" in m.types:
             if "object" in excluded_types:
                 raise self.refuse("not", "", "excluding object values is not supported")
-            parts.append(self._object(m, level))
+            parts.append(self._object(m, level, nodes[0].pointer if nodes else ""))
         return choice(*parts)
 
     # numbers --------------------------------------------------------------
@@ -768,20 +799,15 @@ class _Lowering:
         ints_only = "frac" not in m.types
         excluded = sorted(Decimal(str(v)) for v in m.excluded if _type_of(v) in ("int", "frac"))
         bounded = m.lo is not None or m.hi is not None or excluded
+        if m.multiple_of is not None or m.not_multiples:
+            return self._divisible(m, excluded)
         if "int" not in m.types:  # non-integral numbers only
-            if m.multiple_of is not None:
-                raise self.refuse("multipleOf", "", "multipleOf on non-integer numbers only")
             if not bounded:
                 return num.NUMBER_NONINTEGRAL
             pieces = _split_interval(m.lo, m.lo_strict, m.hi, m.hi_strict, excluded)
             inside = choice(*(num.number_in(lo, ls, hi, hs) for lo, ls, hi, hs in pieces))
             return CharDFA.from_expr(inside).intersect(
                 CharDFA.from_expr(num.NUMBER_NONINTEGRAL)).to_expr()
-        q = m.multiple_of
-        if q is not None and q.denominator == 1:
-            return self._integer_multiples(m, q.numerator, excluded)
-        if q is not None:
-            return self._decimal_multiples(m, q, ints_only, bool(bounded))
         if not bounded:
             return num.INTEGER if ints_only else num.NUMBER
         pieces = _split_interval(m.lo, m.lo_strict, m.hi, m.hi_strict, excluded)
@@ -790,65 +816,51 @@ class _Lowering:
                             for lo, ls, hi, hs in pieces))
         return choice(*(num.number_in(lo, ls, hi, hs) for lo, ls, hi, hs in pieces))
 
-    def _integer_multiples(self, m: _Merged, n: int, excluded: list[Decimal]) -> Expr:
-        lo = _ceil(m.lo, m.lo_strict)
-        hi = _floor(m.hi, m.hi_strict)
-        gone = {int(v) for v in excluded if v == int(v)}
-        if lo is not None and hi is not None and (hi - lo) // n <= self.options.max_enumerated:
-            first = -(-lo // n) * n
-            listed = [num.integer_in(v, v) for v in range(first, hi + 1, n) if v not in gone]
-            return choice(*listed)
-        if gone:
-            raise self.refuse("multipleOf", "", "multipleOf with excluded values")
-        sign: num.Sign
-        if lo is None and hi is None:
-            sign = "any"
-        elif hi is None and lo is not None and -n < lo <= 0:
-            sign = "nonneg"  # the multiples >= lo are the non-negative ones
-        elif lo is None and hi is not None and 0 <= hi < n:
-            sign = "nonpos"
-        else:
-            raise self.refuse("multipleOf", "", "multipleOf with a bound other than 0 and an "
-                              "infinite range")
-        if n > 1000:
-            raise self.refuse("multipleOf", "", f"divisor {n} is too large for a residue "
-                              "automaton")
-        if n == 1:
-            return num.integer_in(0 if sign == "nonneg" else None,
-                                  0 if sign == "nonpos" else None)
-        expr, rules = num.multiples(n, sign)
-        self.rules.update(rules)
-        return expr
-
-    def _decimal_multiples(self, m: _Merged, q: Fraction, ints_only: bool,
-                           bounded: bool) -> Expr:
-        k = _decimal_places(q)
-        if k is None or bounded:
-            raise self.refuse("multipleOf", "", f"multipleOf {float(q)} is only supported as a "
-                              "finite decimal without bounds")
-        p = q.numerator * 10**k // q.denominator  # q == p / 10**k
-        if ints_only:  # an integer x is a multiple of p/10**k iff p / gcd(p, 10**k) divides x
-            return self._integer_multiples(m, p // math.gcd(p, 10**k), [])
-        if p == 1:
-            return num.decimal_places(k)
-        if p > 1000:
-            raise self.refuse("multipleOf", "", f"multipleOf {float(q)}: residue automaton too "
-                              "large")
-        expr, rules = num.decimal_multiples(p, k)
-        self.rules.update(rules)
-        return expr
+    def _divisible(self, m: _Merged, excluded: list[Decimal]) -> Expr:
+        """Numbers of ``m`` with ``multipleOf`` or its complement: the exponent-free numbers
+        of its type set and interval (minus excluded values), intersected with one residue
+        automaton per divisor (``num.divisibility_dfa``), as one automaton."""
+        ints_only, fracs_only = "frac" not in m.types, "int" not in m.types
+        q0 = m.multiple_of
+        if q0 is not None and any((q0 / q).denominator == 1 for q, _ in m.not_multiples):
+            return NOTHING  # every multiple of q0 is a multiple of q
+        form = num.INTEGER if ints_only else (num.NUMBER_NONINTEGRAL if fracs_only
+                                              else num.EXPONENT_FREE)
+        dfa = CharDFA.from_expr(form)
+        if m.lo is not None or m.hi is not None or excluded:
+            pieces = _split_interval(m.lo, m.lo_strict, m.hi, m.hi_strict, excluded)
+            dfa = dfa.intersect(CharDFA.from_expr(
+                choice(*(num.number_in(lo, ls, hi, hs) for lo, ls, hi, hs in pieces))))
+        divisors = [(q, at, False) for q, at in m.not_multiples]
+        if m.multiple_of is not None:
+            divisors.insert(0, (m.multiple_of, m.multiple_at, True))
+        limit = self.options.max_number_states
+        for q, at, multiple in divisors:
+            p, k = num.decimal_step(q)
+            if ints_only:  # an integer is a multiple of p / 10**k iff of p / gcd(p, 10**k)
+                p, k = p // math.gcd(p, 10**k), 0
+            if p * (k + 2) > 8 * limit:  # the construction's size, before minimisation
+                raise self.refuse("multipleOf", at, f"multipleOf {float(q)}: its residue "
+                                  f"automaton would exceed max_number_states={limit}")
+            dfa = dfa.intersect(num.divisibility_dfa(p, k, multiple))
+            if dfa.is_empty():
+                return NOTHING
+            if dfa.num_states > limit:
+                raise self.refuse("multipleOf", at, f"multipleOf {float(q)} with the other "
+                                  f"number constraints exceeds max_number_states={limit}")
+        return self._dfa_rules(dfa, encoded=False)
 
     # strings --------------------------------------------------------------
 
     def _string(self, m: _Merged, extra: CharDFA | None = None) -> Expr:
         """Quoted JSON strings whose decoded value meets ``m`` (and is in ``extra``)."""
         excluded = [v for v in m.excluded if isinstance(v, str)]
-        if not m.patterns and not m.not_patterns and not self._formats(m) and extra is None:
+        formats = self._formats(m)
+        if not (m.patterns or m.not_patterns or formats or m.not_formats) and extra is None:
             return seq(lit('"'), strings_excluding(excluded, Ref("char"), ANY_CHAR,
                                                    m.min_len, m.max_len), lit('"'))
-        at = (m.patterns or m.formats or [("", "")])[0][1]
-        formats = self._formats(m)
-        if len(formats) == 1 and not (m.patterns or m.not_patterns or excluded or extra):
+        if len(formats) == 1 and extra is None and not (m.patterns or m.not_patterns
+                                                        or m.not_formats or excluded):
             shortest, longest = format_lengths(formats[0][0])
             if m.min_len <= shortest and (m.max_len is None or (
                     longest is not None and longest <= m.max_len)):  # lengths add nothing
@@ -860,13 +872,17 @@ class _Lowering:
             if excluded:
                 dfa = dfa.difference(CharDFA.from_expr(choice(*(lit(v) for v in excluded))))
         except GrammarTooLargeError as exc:
-            raise self.refuse("pattern", at, f"string constraints too large: {exc}") from None
+            keyword, at = next(((kw, at) for kw, items in (
+                ("pattern", m.patterns), ("pattern", m.not_patterns), ("format", m.formats),
+                ("format", m.not_formats)) for _, at in items), ("pattern", ""))
+            raise self.refuse(keyword, at, f"string constraints too large: {exc}") from None
         return seq(lit('"'), self._dfa_rules(dfa), lit('"'))
 
-    def _dfa_rules(self, dfa: CharDFA) -> Expr:
-        """The JSON string bodies decoding to a word of ``dfa``, as one shared rule.
+    def _dfa_rules(self, dfa: CharDFA, *, encoded: bool = True) -> Expr:
+        """The language of ``dfa`` as one shared rule: with ``encoded``, the JSON string
+        bodies decoding to its words; otherwise its words themselves (say, number text).
 
-        Preferably a regular expression (``CharDFA.to_expr`` with ``encode_chars``), which the
+        Preferably a regular expression (``CharDFA.to_expr``, with ``encode_chars``), which the
         compiler lowers to one DFA terminal for the whole string. Where state elimination
         grows past ``_REGEX_SIZE`` or ``_REGEX_DEPTH``, one right-linear rule per state instead:
         ``q: "" (if accepting) | enc(C1) q1 | enc(C2) q2 ...`` where ``Ci`` is the union of
@@ -875,16 +891,19 @@ class _Lowering:
         """
         if dfa.is_empty():
             return NOTHING
-        key = ("dfa", dfa)
+        key = ("dfa", dfa, encoded)
         if key in self._memo:
             return Ref(self._memo[key])
-        prefix = self._name("str")
+        encode = encode_chars if encoded else _unchanged
+        prefix = self._name("str" if encoded else "num")
         try:
-            body = encode_chars(dfa.to_expr(max_size=_REGEX_SIZE, max_depth=_REGEX_DEPTH))
+            if not encoded and dfa.num_states > _REGEX_NUMBER_STATES:
+                raise GrammarTooLargeError("dfa_states", dfa.num_states, _REGEX_NUMBER_STATES)
+            body = encode(dfa.to_expr(max_size=_REGEX_SIZE, max_depth=_REGEX_DEPTH))
         except GrammarTooLargeError:
             self._memo[key] = f"{prefix}_0"
             for name, rule in dfa.to_rules(f"{prefix}_").items():
-                self.rules[name] = encode_chars(rule)
+                self.rules[name] = encode(rule)
             return Ref(self._memo[key])
         self._memo[key] = prefix
         self.rules[prefix] = body
@@ -917,9 +936,9 @@ class _Lowering:
         for pattern, at in m.not_patterns:
             dfa = dfa.difference(self.pattern_dfa(pattern, at, "pattern"))
         for name, _ in self._formats(m):
-            expr = format_expr(name)
-            assert expr is not None
-            dfa = dfa.intersect(CharDFA.from_expr(expr))
+            dfa = dfa.intersect(format_dfa(name))
+        for name, _ in m.not_formats:
+            dfa = dfa.difference(format_dfa(name))
         return dfa
 
     def pattern_dfa(self, pattern: str, at: str, keyword: str) -> CharDFA:
@@ -974,8 +993,8 @@ class _Lowering:
 
     # objects ---------------------------------------------------------------
 
-    def _object(self, m: _Merged, level: int) -> Expr:
-        return _ObjectBuilder(self, m, level).build()
+    def _object(self, m: _Merged, level: int, pointer: str) -> Expr:
+        return _ObjectBuilder(self, m, level, pointer).build()
 
     # literals --------------------------------------------------------------
 
@@ -1005,7 +1024,7 @@ class _Lowering:
         members = [seq(string_literal(k), lay.colon(), self.literal(v, inner))
                    for k, v in value.items()]
         orders = [members]
-        if self.options.any_order and len(members) <= _MAX_PERMUTED_KEYS:
+        if self.options.any_order is not False and len(members) <= _MAX_PERMUTED_KEYS:
             orders = [list(p) for p in itertools.permutations(members)]
         return choice(*(seq(lay.open("{", level), order[0],
                             *(seq(lay.comma(level), x) for x in order[1:]),
@@ -1035,6 +1054,10 @@ def _encode(expr: Expr) -> Expr:
     if isinstance(expr, Repeat):
         return repeat(_encode(expr.item), expr.min, expr.max)
     raise GrammarError(f"unexpected rule reference in a string language: {expr}")
+
+
+def _unchanged(expr: Expr) -> Expr:
+    return expr
 
 
 def _not_node(node: _Node) -> _Node:
@@ -1093,21 +1116,6 @@ def _lcm(a: Fraction, b: Fraction) -> Fraction:
     num_ = a.numerator * b.numerator // math.gcd(a.numerator, b.numerator)
     den = math.gcd(a.denominator, b.denominator)
     return Fraction(num_, den)
-
-
-def _decimal_places(q: Fraction) -> int | None:
-    """``k`` with ``q * 10**k`` integral if the denominator is ``2**a * 5**b``, else None."""
-    d = q.denominator
-    k = 0
-    while d % 10 == 0 or d % 2 == 0 or d % 5 == 0:
-        if d % 10 == 0:
-            d //= 10
-        elif d % 2 == 0:
-            d //= 2
-        else:
-            d //= 5
-        k += 1
-    return k if d == 1 else None
 
 
 def _ceil(bound: Decimal | None, strict: bool) -> int | None:

@@ -14,13 +14,19 @@ atoms of up to 31 + 32, or three or four atoms of up to 15 each, or a quoted str
 ``--`` in positions 3-4 (RFC 5891 reserves those for A-labels, whose validity needs IDNA).
 ``jsonschema``'s email checker only asks for an ``@``, so whatever is accepted here also passes
 ``grammarsd.grammar.validate``. ``hostname`` stays refused: the suite lists valid A-labels
-(``xn--...``) that this label language would reject.
+(``xn--...``) that this label language would reject, and invalid ones (``xn--X``) that plain
+RFC 1123 labels would accept; telling them apart needs Punycode and IDNA 2008 checks.
+
+Complements (``not``, ``oneOf``) take the string automaton minus ``format_dfa``; only for the
+formats enforced exactly, never for ``SUBSET_FORMATS`` (the complement of a subset would admit
+valid values).
 """
 
 from __future__ import annotations
 
 from functools import cache
 
+from grammarsd.grammar.automata import CharDFA
 from grammarsd.grammar.ir import CharClass, Choice, Expr, Literal, Repeat, Seq, choice, lit, seq
 from grammarsd.grammar.regex import parse_regex
 
@@ -30,6 +36,10 @@ KNOWN_FORMATS = frozenset({
     "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template",
     "json-pointer", "relative-json-pointer", "regex", "host-name", "ip-address", "color",
 })
+
+#: Enforced formats whose language is a *subset* of the format (never an invalid value, some
+#: valid ones rejected): their complement would admit valid values, so it is refused.
+SUBSET_FORMATS = frozenset({"email"})
 
 _YEAR = r"[0-9]{4}"
 # Leap years: divisible by 4, and centuries only when divisible by 400.
@@ -190,6 +200,15 @@ def _lengths(expr: Expr) -> tuple[int, int | None]:
         return min(lo for lo, _ in parts), None if None in his else max(
             h for h in his if h is not None)
     raise TypeError(f"unexpected expression in a format: {expr!r}")
+
+
+@cache
+def format_dfa(name: str) -> CharDFA:
+    """The automaton of the enforced format ``name`` (cached; raises ``GrammarTooLargeError``
+    where it exceeds ``CharDFA.from_expr``'s limits, as the leap seconds of ``time`` may)."""
+    expr = format_expr(name)
+    assert expr is not None
+    return CharDFA.from_expr(expr)
 
 
 @cache

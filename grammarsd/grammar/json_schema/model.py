@@ -78,12 +78,15 @@ class _Merged:
     hi: Decimal | None = None
     hi_strict: bool = False
     multiple_of: Fraction | None = None
+    multiple_at: str = ""  # pointer of the last multipleOf folded in
+    not_multiples: list[tuple[Fraction, str]] = field(default_factory=list)  # (q, pointer)
     # strings
     min_len: int = 0
     max_len: int | None = None
     patterns: list[tuple[str, str]] = field(default_factory=list)  # (pattern, pointer)
     not_patterns: list[tuple[str, str]] = field(default_factory=list)
-    formats: list[tuple[str, str]] = field(default_factory=list)
+    formats: list[tuple[str, str]] = field(default_factory=list)  # (name, pointer)
+    not_formats: list[tuple[str, str]] = field(default_factory=list)  # from complements
     # arrays
     arrays: list[_ArraySpec] = field(default_factory=list)
     min_items: int = 0

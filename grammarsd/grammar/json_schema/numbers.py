@@ -1,18 +1,20 @@
 """JSON numbers as regular languages: syntax, exact decimal bounds and divisibility.
 
 Numbers are strings of digits, so "value >= 2.5" or "value is a multiple of 7" are regular
-languages over the JSON number syntax. This module builds them as IR expressions:
+languages over the JSON number syntax. This module builds them as IR expressions (and
+divisibility, whose automaton is not a small expression, as a ``CharDFA``):
 
     NUMBER              -?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?   (exact JSON syntax)
     number_in(...)      numbers in an interval, compared as exact decimals
     integer_in(...)     integral numbers in an interval
-    multiples(...)      integral numbers divisible by an integer, optionally signed
+    divisibility_dfa()  exponent-free numbers that are (or are not) multiples of p / 10**k
 
 Decisions (see docs/json-schema.md):
 - An *integer* is written ``-?(0|[1-9][0-9]*)`` optionally followed by ``.0+`` (2020-12 counts
   ``1.0`` as an integer; ``json.dumps`` never writes that for an ``int`` but does for floats).
   Exponent spellings of integers (``1e2``) are rejected: conservative, never wrong.
-- Bounded numbers (``minimum`` & co.) are written without an exponent: again conservative.
+- Bounded numbers (``minimum`` & co.) and ``multipleOf`` (or its complement) are written
+  without an exponent: again conservative.
 - ``-0`` equals ``0`` and is allowed exactly where ``0`` is.
 """
 
@@ -20,13 +22,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Literal
+from fractions import Fraction
+from functools import cache
 
+import numpy as np
+
+from grammarsd.grammar.automata import CharDFA
 from grammarsd.grammar.ir import (
     EMPTY,
     NOTHING,
     Expr,
-    Ref,
     char_set,
     choice,
     lit,
@@ -192,77 +197,101 @@ def integer_in(lo: int | None, hi: int | None) -> Expr:
     return seq(choice(*parts), INTEGRAL_SUFFIX)
 
 
-Sign = Literal["any", "nonneg", "nonpos"]
-
-
-def multiples(divisor: int, sign: Sign = "any") -> tuple[Expr, dict[str, Expr]]:
-    """Integral JSON numbers divisible by ``divisor`` (> 0) with the given sign.
-
-    Returns the expression and the rules it references: the residue automaton over decimal
-    digits, one rule ``mod{divisor}_{r}`` per residue ``r`` (digits still to read that bring
-    residue ``r`` to 0). ``-0``/``0`` belong to every sign.
-    """
-    rules: dict[str, Expr] = {}
-    for r in range(divisor):
-        alts: list[Expr] = [EMPTY] if r == 0 else []
-        alts += [seq(lit(str(d)), Ref(f"mod{divisor}_{(r * 10 + d) % divisor}")) for d in range(10)]
-        rules[f"mod{divisor}_{r}"] = choice(*alts)
-    magnitude = choice(lit("0"), *(seq(lit(str(d)), Ref(f"mod{divisor}_{d % divisor}"))
-                                   for d in range(1, 10)))
-    parts: list[Expr] = []
-    if sign != "nonpos":
-        parts.append(magnitude)
-    parts.append(seq(lit("-"), magnitude if sign != "nonneg" else lit("0")))
-    if sign == "nonpos":
-        parts.append(lit("0"))
-    return seq(choice(*parts), INTEGRAL_SUFFIX), rules
-
-
 #: Numbers whose value is not an integer, spelled without exponent (conservative).
 NUMBER_NONINTEGRAL = seq(optional(lit("-")), _INT_PART, lit("."), repeat(DIGIT), NONZERO,
                          repeat(DIGIT))
 
 
-def decimal_places(k: int) -> Expr:
-    """Exponent-free numbers with at most ``k`` significant fraction digits (multiples of 10**-k).
+#: Every exponent-free JSON number (the spellings the divisibility automata read).
+EXPONENT_FREE = seq(optional(lit("-")), _INT_PART, optional(_FRAC))
 
-    Trailing zeros after the ``k`` digits are allowed (``0.50`` is a multiple of 0.1).
+
+def decimal_step(q: Fraction) -> tuple[int, int]:
+    """``(p, k)`` with the same exponent-free multiples as ``q > 0``: those of ``p / 10**k``.
+
+    Writing ``q = a / (b1 * b2)`` in lowest terms with ``b1`` a product of 2s and 5s and ``b2``
+    coprime to 10, a finite decimal ``x = m * q`` makes ``x * b1 = m * a / b2`` a decimal with
+    a denominator coprime to 10, hence an integer, so ``b2`` divides ``m``: the decimal
+    multiples of ``q`` are the multiples of ``a / b1``. ``k`` is the least exponent with
+    ``10**k / b1`` integral, so ``p = a * 10**k / b1`` is not divisible by 10 when ``k > 0``.
     """
-    frac = seq(lit("."), repeat(DIGIT, 1, k), repeat(lit("0"))) if k else seq(
-        lit("."), repeat(lit("0"), 1))
-    return seq(optional(lit("-")), _INT_PART, optional(frac))
+    if q <= 0:
+        raise ValueError(f"a divisor must be positive, not {q}")
+    b1, rest, k = 1, q.denominator, 0
+    for prime in (2, 5):
+        while rest % prime == 0:
+            rest //= prime
+            b1 *= prime
+    while 10**k % b1:
+        k += 1
+    return q.numerator * 10**k // b1, k
 
 
-def decimal_multiples(p: int, k: int) -> tuple[Expr, dict[str, Expr]]:
-    """Exponent-free numbers that are multiples of ``p / 10**k`` (``p > 0``, ``k >= 1``).
+# Atoms of the divisibility automata: "-", ".", each digit, and everything else (dead).
+_BOUNDS = np.array([0, ord("-"), ord("."), ord("/"), *range(ord("0"), ord("9") + 2)], np.int64)
+_MINUS, _DOT, _DIGIT0 = 1, 2, 4
 
-    ``x`` is such a multiple iff the digits of ``x * 10**k`` (integer part, then the first ``k``
-    fraction digits padded with zeros) spell a multiple of ``p`` and every later fraction digit
-    is 0. Rules ``dmul{p}_{k}_i{r}`` read integer digits at residue ``r``; ``..._f{j}_{r}``
-    read fraction digit ``j + 1`` at residue ``r``.
+
+@cache
+def divisibility_dfa(p: int, k: int, multiple: bool = True) -> CharDFA:
+    """Exponent-free JSON numbers whose value is (``multiple``) or is not a multiple of
+    ``p / 10**k`` (``p >= 1``, ``k >= 0``).
+
+    ``x`` is a multiple iff ``x * 10**k`` is an integer divisible by ``p``: the digits of the
+    integer part and the first ``k`` fraction digits are read as one number modulo ``p``, and
+    any later fraction digit must be 0. States: start, after ``-``, integer part ``0``,
+    integer part with residue ``r``, after ``.`` (no digit yet), ``j = min(digits, k)``
+    fraction digits with residue ``r``, and *fractional* (a non-zero digit beyond ``k``).
+    About ``p * (k + 2)`` states before minimisation. Invariant: the language is exactly the
+    exponent-free numbers of ``EXPONENT_FREE`` with that value property (``-0`` is 0, a
+    multiple of everything; the sign never matters).
     """
-    tag = f"dmul{p}_{k}"
-    rules: dict[str, Expr] = {}
+    if p < 1 or k < 0:
+        raise ValueError(f"divisibility by {p}/10**{k} is not defined")
+    index: dict[tuple[int | str, ...], int] = {}
+    rows: list[list[int]] = []
+    accept: list[bool] = []
 
-    def frac(j: int, r: int, first: bool) -> Expr:
-        if j == k:
-            return repeat(lit("0"), 1 if first else 0) if r == 0 else NOTHING
-        return Ref(f"{tag}_f{j}_{r}{'n' if first else ''}")
+    def state(key: tuple[int | str, ...]) -> int:
+        if key not in index:
+            index[key] = len(rows)
+            rows.append([-1] * len(_BOUNDS))
+            accept.append(False)
+            todo.append(key)
+        return index[key]
 
-    for j in range(k):
-        for r in range(p):
-            for first in (False, True):
-                alts: list[Expr] = []
-                if not first and r * 10 ** (k - j) % p == 0:
-                    alts.append(EMPTY)
-                alts += [seq(lit(str(d)), frac(j + 1, (r * 10 + d) % p, False))
-                         for d in range(10)]
-                rules[f"{tag}_f{j}_{r}{'n' if first else ''}"] = choice(*alts)
-    for r in range(p):
-        tail = choice(EMPTY if r * 10**k % p == 0 else NOTHING, seq(lit("."), frac(0, r, True)))
-        digits = [seq(lit(str(d)), Ref(f"{tag}_i{(r * 10 + d) % p}")) for d in range(10)]
-        rules[f"{tag}_i{r}"] = choice(tail, *digits)
-    zero_tail = choice(EMPTY, seq(lit("."), frac(0, 0, True)))
-    magnitude = choice(seq(lit("0"), zero_tail),
-                       *(seq(lit(str(d)), Ref(f"{tag}_i{d % p}")) for d in range(1, 10)))
-    return seq(optional(lit("-")), magnitude), rules
+    def final(residue: int, shift: int) -> bool:  # value * 10**k is residue * 10**shift (mod p)
+        return (residue * 10**shift % p == 0) == multiple
+
+    todo: list[tuple[int | str, ...]] = []
+    state(("start",))
+    while todo:
+        key = todo.pop()
+        row = rows[index[key]]
+        kind = key[0]
+        digits: dict[int, tuple[int | str, ...]] = {}
+        if kind in ("start", "neg"):
+            if kind == "start":
+                row[_MINUS] = state(("neg",))
+            digits = {d: ("int", d % p) if d else ("zero",) for d in range(10)}
+        elif kind in ("zero", "int"):
+            r = 0 if kind == "zero" else int(key[1])
+            accept[index[key]] = final(r, k)
+            row[_DOT] = state(("dot", r))
+            if kind == "int":
+                digits = {d: ("int", (r * 10 + d) % p) for d in range(10)}
+        elif kind in ("dot", "frac"):
+            j, r = (0, int(key[1])) if kind == "dot" else (int(key[1]), int(key[2]))
+            if kind == "frac":
+                accept[index[key]] = final(r, k - j)
+            for d in range(10):
+                if j < k:
+                    digits[d] = ("frac", j + 1, (r * 10 + d) % p)
+                else:
+                    digits[d] = ("frac", j, r) if d == 0 else ("fractional",)
+        else:  # fractional: never a multiple
+            accept[index[key]] = not multiple
+            digits = {d: key for d in range(10)}
+        for d, target in digits.items():
+            row[_DIGIT0 + d] = state(target)
+    return CharDFA(_BOUNDS, np.array(rows, np.int32), np.array(accept, bool))

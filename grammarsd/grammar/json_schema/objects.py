@@ -1,7 +1,8 @@
 """Objects: the member automaton of one merged object schema (``_ObjectBuilder``).
 
-Owns key order (schema order or ``any_order``), required and dependent keys, property counts,
-``patternProperties`` regions, ``propertyNames`` and witness requirements.
+Owns key order (schema order, any order, or ``"auto"``: any order where the key-set automaton
+fits ``max_object_states``), required and dependent keys, property counts, ``patternProperties``
+regions, ``propertyNames`` and witness requirements.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ _MAX_PATTERN_PROPERTIES = 4
 _MAX_WITNESSES = 3
 
 
+class _TooManyStates(Exception):
+    """The member automaton outgrew ``max_object_states`` (internal: refused, or with
+    ``any_order="auto"`` rebuilt in schema order)."""
 
 
 class _ObjectBuilder:
@@ -37,7 +41,8 @@ class _ObjectBuilder:
     State: (named keys seen, index of the last named key, other keys started, members so far,
     capped, witnesses shown). With ``any_order`` every named key is tracked (each at most once,
     in any order); in schema order only required/dependency keys are tracked, named keys come
-    in order and other keys after them.
+    in order and other keys after them. ``any_order="auto"`` builds the any-order automaton and,
+    if it outgrows ``max_object_states``, discards it and builds the schema-order one.
 
     Witnesses (``_Witness``, from complements of ``additionalProperties``/``patternProperties``)
     are "some member has a key in K and a value in V" requirements: each member is offered
@@ -46,8 +51,8 @@ class _ObjectBuilder:
     plain and witness variants overlap; the union is still exactly the language.)
     """
 
-    def __init__(self, low: _Lowering, m: _Merged, level: int) -> None:
-        self.low, self.m, self.level = low, m, level
+    def __init__(self, low: _Lowering, m: _Merged, level: int, pointer: str) -> None:
+        self.low, self.m, self.level, self.pointer = low, m, level, pointer
         self.layout = low.layout
         names: list[str] = []
         for spec in m.objects:
@@ -73,6 +78,7 @@ class _ObjectBuilder:
         self.cap = max(m.min_props, m.max_props or 0, 1)
         self.states: dict[tuple[Any, ...], str] = {}
         self.prefix = low._name("obj")
+        self.any_order = False  # of the automaton being built
 
     def _matches(self, pattern: str, key: str, node: _Node) -> bool:
         return self.low.pattern_dfa(pattern, node.pointer, "patternProperties").matches(key)
@@ -171,11 +177,31 @@ class _ObjectBuilder:
         return [(e, shown) for e, shown in out if e != NOTHING]
 
     def build(self) -> Expr:
+        order = self.low.options.any_order
+        start = self._automaton(True, order is True) if order is not False else None
+        if start is None:  # schema order, or "auto" that outgrew the limit
+            start = self._automaton(False, True)
+            assert start is not None  # refuse=True raises instead
         m = self.m
-        start = self._state(frozenset(), -1, False, 0, frozenset())
         empty_ok = m.min_props == 0 and not self.required and not m.witnesses
         body = seq(self.layout.open("{", self.level), start)
         return choice(self.layout.empty("{}") if empty_ok else NOTHING, body)
+
+    def _automaton(self, any_order: bool, refuse: bool) -> Expr | None:
+        """The start state of the member automaton in the given key order; past
+        ``max_object_states`` a refusal (``refuse``) or ``None`` with nothing left behind."""
+        self.any_order = any_order
+        try:
+            return self._state(frozenset(), -1, False, 0, frozenset())
+        except _TooManyStates:
+            limit = self.low.options.max_object_states
+            if refuse:
+                raise self.low.refuse("properties", self.pointer, f"more than {limit} object "
+                                      "states (any_order tracks the set of keys seen)") from None
+        for name in self.states.values():  # only states refer to states: drop them all
+            del self.low.rules[name]
+        self.states.clear()
+        return None
 
     def _can_end(self, seen: frozenset[str], count: int, shown: frozenset[int]) -> bool:
         m = self.m
@@ -190,8 +216,7 @@ class _ObjectBuilder:
         if key in self.states:
             return Ref(self.states[key])
         if len(self.states) >= self.low.options.max_object_states:
-            raise self.low.refuse("properties", "", "too many object states (any_order "
-                                  "tracks the set of keys seen)")
+            raise _TooManyStates
         name = f"{self.prefix}_{len(self.states)}"
         self.states[key] = name
         self.low.rules[name] = NOTHING
@@ -202,7 +227,7 @@ class _ObjectBuilder:
         lead = self.layout.comma(self.level) if count > 0 else EMPTY
         full = m.max_props is not None and count >= m.max_props
         nxt = min(count + 1, self.cap)
-        any_order = self.low.options.any_order
+        any_order = self.any_order
         if not full:
             for i, k in enumerate(self.names):
                 if k in seen or not self.values[i]:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 Whitespace = Literal["flexible", "compact", "indent"]
+PropertyOrder = bool | Literal["auto"]
 
 
 @dataclass(frozen=True)
@@ -21,14 +22,19 @@ class JsonSchemaOptions:
     max_whitespace : bound per gap for ``"flexible"`` (>= 0; None: unbounded).
     indent : spaces per level for ``"indent"`` (required there, forbidden elsewhere).
     any_order : ``False``: object properties appear in schema order (declared properties first,
-        then other keys); ``True``: any order, each key at most once.
+        then other keys); ``True``: any order, each key at most once (the key-set automaton
+        of an object is refused past ``max_object_states``); ``"auto"``: per object, any
+        order where its automaton fits ``max_object_states``, schema order otherwise (never
+        refused for that reason).
     max_depth : for ``"indent"`` only: nesting deeper than this is rejected (the layout
         depends on depth, so recursive schemas are unrolled up to it).
     max_alternatives : limit on the disjunctive normal form of ``anyOf``/``oneOf``/``allOf``
         combinations at one schema location (refused beyond it).
     max_object_states : limit on the states of one object's property automaton (``any_order``
-        tracks the set of keys seen); refused beyond it.
-    max_enumerated : limit on how many numbers a bounded ``multipleOf`` may list.
+        tracks the set of keys seen); refused beyond it (``"auto"``: schema order instead).
+    max_number_states : limit on the states of one number automaton (``multipleOf`` and its
+        complement are residue automata over decimal digits, intersected with the bounds);
+        refused beyond it.
     default_draft : the dialect URI used when the schema has no ``$schema``.
     formats : ``"assert"`` enforces ``format`` (refusing formats that cannot be enforced);
         ``"ignore"`` treats it as the annotation drafts 2019-09 and 2020-12 make it by default.
@@ -37,11 +43,11 @@ class JsonSchemaOptions:
     whitespace: Whitespace = "flexible"
     max_whitespace: int | None = 32
     indent: int | None = None
-    any_order: bool = False
+    any_order: PropertyOrder = False
     max_depth: int = 12
     max_alternatives: int = 64
     max_object_states: int = 2048
-    max_enumerated: int = 2000
+    max_number_states: int = 4096
     default_draft: str = "https://json-schema.org/draft/2020-12/schema"
     formats: Literal["assert", "ignore"] = "assert"
 
@@ -51,10 +57,12 @@ class JsonSchemaOptions:
                              f"{self.whitespace!r}")
         if self.formats not in ("assert", "ignore"):
             raise ValueError(f"formats must be assert or ignore, not {self.formats!r}")
+        if not isinstance(self.any_order, bool) and self.any_order != "auto":
+            raise ValueError(f"any_order must be True, False or 'auto', not {self.any_order!r}")
         if (self.whitespace == "indent") != (self.indent is not None):
             raise ValueError("indent= is required with whitespace='indent' and only there")
         for name in ("max_whitespace", "indent", "max_depth", "max_alternatives",
-                     "max_object_states", "max_enumerated"):
+                     "max_object_states", "max_number_states"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise ValueError(f"{name} must be a non-negative int, not {value!r}")
