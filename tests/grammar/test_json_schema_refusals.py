@@ -9,6 +9,7 @@
 * ``any_order="auto"``: valid instances (``jsonschema``) in any key order where the object's
   key-set automaton fits ``max_object_states``, in schema order elsewhere; never refused for
   that, and never accepting an invalid instance.
+* draft 4's ``integer`` (by spelling: ``1.0`` is not one): ``jsonschema``'s Draft4Validator.
 
 Membership is decided by the reference recognizer, never by the front end.
 """
@@ -252,3 +253,27 @@ def test_any_order_option_is_typed() -> None:
         with pytest.raises(ValueError, match="any_order"):
             JsonSchemaOptions(any_order=bad)  # type: ignore[arg-type]
     assert JsonSchemaOptions.from_dict({"any_order": "auto"}).any_order == "auto"
+
+
+# --------------------------------------------------------------------------- draft 4 integers
+
+DRAFT4 = "http://json-schema.org/draft-04/schema#"
+
+
+@pytest.mark.parametrize("extra", [
+    {"type": "integer"},
+    {"type": "integer", "minimum": -3, "maximum": 40},
+    {"type": "integer", "multipleOf": 3},
+    {"type": "number", "not": {"type": "integer"}},
+    {"type": "number", "not": {"type": "integer"}, "minimum": 2},
+    {"type": "number", "not": {"type": "integer"}, "multipleOf": 0.5},
+    {"properties": {"id": {"type": "integer"}}},  # MaskBench Github_easy---o24544
+], ids=repr)
+def test_draft4_integer_is_decided_by_spelling(extra: dict[str, Any]) -> None:
+    """Draft 4 (``jsonschema``'s Draft4Validator): ``1.0`` is a number, not an integer."""
+    schema = {"$schema": DRAFT4, **extra}
+    wrapped = [{"id": x} for x in NUMBERS] if "properties" in extra else NUMBERS
+    assert_matches_jsonschema(schema, wrapped)
+    judge = validator(schema)  # negative control: the draft really changes the verdict
+    later = validator({**schema, "$schema": "http://json-schema.org/draft-07/schema#"})
+    assert any(judge.is_valid(x) != later.is_valid(x) for x in wrapped)

@@ -796,6 +796,7 @@ class _Lowering:
     # numbers --------------------------------------------------------------
 
     def _number(self, m: _Merged) -> Expr:
+        ints = self._integers
         ints_only = "frac" not in m.types
         excluded = sorted(Decimal(str(v)) for v in m.excluded if _type_of(v) in ("int", "frac"))
         bounded = m.lo is not None or m.hi is not None or excluded
@@ -803,18 +804,23 @@ class _Lowering:
             return self._divisible(m, excluded)
         if "int" not in m.types:  # non-integral numbers only
             if not bounded:
-                return num.NUMBER_NONINTEGRAL
+                return ints.nonintegral
             pieces = _split_interval(m.lo, m.lo_strict, m.hi, m.hi_strict, excluded)
             inside = choice(*(num.number_in(lo, ls, hi, hs) for lo, ls, hi, hs in pieces))
             return CharDFA.from_expr(inside).intersect(
-                CharDFA.from_expr(num.NUMBER_NONINTEGRAL)).to_expr()
+                CharDFA.from_expr(ints.nonintegral)).to_expr()
         if not bounded:
-            return num.INTEGER if ints_only else num.NUMBER
+            return ints.integer if ints_only else num.NUMBER
         pieces = _split_interval(m.lo, m.lo_strict, m.hi, m.hi_strict, excluded)
         if ints_only:
-            return choice(*(num.integer_in(_ceil(lo, ls), _floor(hi, hs))
+            return choice(*(num.integer_in(_ceil(lo, ls), _floor(hi, hs), ints.suffix)
                             for lo, ls, hi, hs in pieces))
         return choice(*(num.number_in(lo, ls, hi, hs) for lo, ls, hi, hs in pieces))
+
+    @property
+    def _integers(self) -> num.Integers:
+        """What ``integer`` means in this draft (``numbers.BY_SPELLING`` for draft 4)."""
+        return num.BY_SPELLING if self.draft.year == 4 else num.BY_VALUE
 
     def _divisible(self, m: _Merged, excluded: list[Decimal]) -> Expr:
         """Numbers of ``m`` with ``multipleOf`` or its complement: the exponent-free numbers
@@ -824,8 +830,9 @@ class _Lowering:
         q0 = m.multiple_of
         if q0 is not None and any((q0 / q).denominator == 1 for q, _ in m.not_multiples):
             return NOTHING  # every multiple of q0 is a multiple of q
-        form = num.INTEGER if ints_only else (num.NUMBER_NONINTEGRAL if fracs_only
-                                              else num.EXPONENT_FREE)
+        ints = self._integers
+        form = ints.integer if ints_only else (ints.nonintegral if fracs_only
+                                               else num.EXPONENT_FREE)
         dfa = CharDFA.from_expr(form)
         if m.lo is not None or m.hi is not None or excluded:
             pieces = _split_interval(m.lo, m.lo_strict, m.hi, m.hi_strict, excluded)

@@ -13,6 +13,8 @@ Decisions (see docs/json-schema.md):
 - An *integer* is written ``-?(0|[1-9][0-9]*)`` optionally followed by ``.0+`` (2020-12 counts
   ``1.0`` as an integer; ``json.dumps`` never writes that for an ``int`` but does for floats).
   Exponent spellings of integers (``1e2``) are rejected: conservative, never wrong.
+  Draft 4 decides by spelling instead (``1.0`` is a number but not an integer, as
+  ``jsonschema``'s Draft4Validator and the Python value of ``json.loads``): ``BY_SPELLING``.
 - Bounded numbers (``minimum`` & co.) and ``multipleOf`` (or its complement) are written
   without an exponent: again conservative.
 - ``-0`` equals ``0`` and is allowed exactly where ``0`` is.
@@ -21,6 +23,7 @@ Decisions (see docs/json-schema.md):
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from functools import cache
@@ -186,15 +189,15 @@ def number_in(lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict
     return choice(*parts)
 
 
-def integer_in(lo: int | None, hi: int | None) -> Expr:
-    """Integral JSON numbers (``-?digits`` plus optional ``.0+``) in ``[lo, hi]`` (inclusive)."""
+def integer_in(lo: int | None, hi: int | None, suffix: Expr = INTEGRAL_SUFFIX) -> Expr:
+    """Integral JSON numbers (``-?digits`` then ``suffix``) in ``[lo, hi]`` (inclusive)."""
     parts: list[Expr] = []
     if hi is None or hi >= 0:
         parts.append(natural_in(0 if lo is None else max(lo, 0), hi))
     if lo is None or lo <= 0:
         m_lo = 0 if hi is None or hi >= 0 else -hi
         parts.append(seq(lit("-"), natural_in(m_lo, None if lo is None else -lo)))
-    return seq(choice(*parts), INTEGRAL_SUFFIX)
+    return seq(choice(*parts), suffix)
 
 
 #: Numbers whose value is not an integer, spelled without exponent (conservative).
@@ -204,6 +207,27 @@ NUMBER_NONINTEGRAL = seq(optional(lit("-")), _INT_PART, lit("."), repeat(DIGIT),
 
 #: Every exponent-free JSON number (the spellings the divisibility automata read).
 EXPONENT_FREE = seq(optional(lit("-")), _INT_PART, optional(_FRAC))
+
+
+@dataclass(frozen=True)
+class Integers:
+    """Which spellings the type ``integer`` covers, and so which its complement in ``number``.
+
+    suffix       what may follow an integer's digits
+    integer      every integer spelling accepted
+    nonintegral  the (exponent-free) spellings of numbers that are not integers
+    """
+
+    suffix: Expr
+    integer: Expr
+    nonintegral: Expr
+
+
+#: Drafts 6 to 2020-12: an integer is a number with a zero fractional part (``1.0`` is one).
+BY_VALUE = Integers(INTEGRAL_SUFFIX, INTEGER, NUMBER_NONINTEGRAL)
+#: Draft 4: an integer is written without fraction and exponent (``1.0`` is not one).
+BY_SPELLING = Integers(EMPTY, seq(optional(lit("-")), _INT_PART),
+                       seq(optional(lit("-")), _INT_PART, _FRAC))
 
 
 def decimal_step(q: Fraction) -> tuple[int, int]:
