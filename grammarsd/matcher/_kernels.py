@@ -64,6 +64,8 @@ REJECTED = 0
 UNKNOWN = -1
 OVERFLOW = -1
 MISSING = -2
+LOOPS_SOME = 1  # loop_sets: some byte loops on the state
+LOOPS_UTF8 = 2  # loop_sets: every multi-byte character loops back to the state
 POS = 0
 STAMP = 1
 MISS = 2
@@ -597,9 +599,87 @@ def fill_mask(  # noqa: ANN201
 
 
 @njit(cache=True, nogil=True)
+def loop_sets(
+    dfa_trans: np.ndarray, utf8_dfa: np.ndarray, loops: np.ndarray, kind: np.ndarray
+) -> None:
+    """Per DFA state ``s``, what lets ``classify_tokens`` take a trie subtree whole.
+
+    ``loops[s]`` (uint64 [Q, 4], zero on entry) is the 256-bit set of bytes ``b`` with
+    ``dfa_trans[s, b] == s``. ``kind[s]`` (uint8 [Q]) has bit ``LOOPS_SOME`` iff that set is not
+    empty and bit ``LOOPS_UTF8`` iff every well-formed multi-byte UTF-8 character read from ``s``
+    keeps the DFA alive on each of its proper prefixes and ends back in ``s`` (``utf8_dfa`` is
+    ``tokenizer.trie.UTF8_DFA``; state 0 is the character boundary), checked exactly by a search
+    over (DFA state, UTF-8 state) pairs for the states that a lead byte keeps alive. States of kind
+    0 never take a subtree whole, so their walks skip the test.
+    """
+    n_states = dfa_trans.shape[0]
+    n_utf = utf8_dfa.shape[0]
+    seen = np.full((n_states, n_utf), -1, dtype=np.int64)  # stamp: the s being checked
+    stack = np.empty((n_states * n_utf, 2), dtype=np.int64)
+    for s in range(n_states):
+        kind[s] = 0
+        for b in range(256):
+            if dfa_trans[s, b] == s:
+                loops[s, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+                kind[s] = LOOPS_SOME
+        if dfa_trans[s, 0xC2] < 0:  # a lead byte dies: not a UTF-8 loop (cheap, common reject)
+            continue
+        ok = True
+        top = 0
+        for b in range(0x80, 256):
+            u = utf8_dfa[0, b]
+            if u < 0:
+                continue
+            t = dfa_trans[s, b]
+            if t < 0:
+                ok = False
+                break
+            if seen[t, u] != s:
+                seen[t, u] = s
+                stack[top, 0] = t
+                stack[top, 1] = u
+                top += 1
+        while ok and top > 0:
+            top -= 1
+            t = stack[top, 0]
+            u = stack[top, 1]
+            for b in range(0x80, 0xC0):  # only continuation bytes leave a non-boundary state
+                u2 = utf8_dfa[u, b]
+                if u2 < 0:
+                    continue
+                t2 = dfa_trans[t, b]
+                if t2 < 0 or (u2 == 0 and t2 != s):
+                    ok = False
+                    break
+                if u2 != 0 and seen[t2, u2] != s:
+                    seen[t2, u2] = s
+                    stack[top, 0] = t2
+                    stack[top, 1] = u2
+                    top += 1
+        if ok:
+            kind[s] |= LOOPS_UTF8
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _subtree_stays(loops, kind, s, below, below_utf8, k):  # noqa: ANN001, ANN202
+    """Every token below trie node ``k`` keeps a DFA that is in state ``s`` at ``k`` alive.
+
+    Sufficient, exact condition: the ASCII bytes below ``k`` all loop on ``s`` and either the
+    other bytes below ``k`` loop on ``s`` too, or every path below ``k`` is well-formed UTF-8 (a
+    prefix of it) and every multi-byte character loops back to ``s`` through live states."""
+    if below[k, 0] & ~loops[s, 0] or below[k, 1] & ~loops[s, 1]:
+        return False
+    if (below[k, 2] & ~loops[s, 2]) == 0 and (below[k, 3] & ~loops[s, 3]) == 0:
+        return True
+    return below_utf8[k] != 0 and kind[s] & LOOPS_UTF8 != 0
+
+
+@njit(cache=True, nogil=True)
 def classify_tokens(
     dfa_trans: np.ndarray,
     dfa_info: np.ndarray,
+    loops: np.ndarray,
+    kind: np.ndarray,
     q: int,
     budget: int,
     max_depth: int,
@@ -608,40 +688,60 @@ def classify_tokens(
     nxt: np.ndarray,
     tok_ptr: np.ndarray,
     tok_ids: np.ndarray,
+    below: np.ndarray,
+    below_utf8: np.ndarray,
     token_indptr: np.ndarray,
     token_data: np.ndarray,
     accepted: np.ndarray,
     uncertain: np.ndarray,
     lcp: np.ndarray,
-) -> tuple[int, int]:
+) -> tuple[int, int, int]:
     """Split the vocabulary for a scan in DFA state ``q`` by one DFA-only walk of the token trie.
 
-    Writes accepted token ids (the DFA stays alive over all their bytes) to ``accepted`` and
-    uncertain ones (the DFA accepted after one byte or more, then died) to ``uncertain`` in byte
-    order, with ``lcp`` = common prefix length with the previous uncertain token. Visits at most
-    ``budget`` trie nodes. Returns both counts, or (-1, -1) when the budget runs out first.
+    Writes accepted token ids (the DFA stays alive over all their bytes) to ``accepted`` in byte
+    order and uncertain ones (the DFA accepted after one byte or more, then died) to ``uncertain``
+    in byte order, with ``lcp`` = common prefix length with the previous uncertain token. The rest
+    are rejected. Where ``_subtree_stays`` holds at a live node (``loops`` / ``kind`` from
+    ``loop_sets``, ``below`` / ``below_utf8`` from the trie), the node's whole subtree is accepted
+    at once, one id range, and the walk jumps past it; the output is the same as without the jump
+    (all-zero ``kind`` turns it off). Covers at most ``budget`` trie nodes (a subtree taken whole
+    counts all its nodes, so the bound means what it means without the jumps). Returns both counts and the number of subtrees taken whole, or
+    (-1, -1, -1) when the budget runs out first.
     """
     stack = np.empty(max_depth + 2, dtype=np.int64)
     seen_accept = np.zeros(stack.shape[0], dtype=np.uint8)
     stack[0] = q
     n_acc = 0
     n_unc = 0
+    skipped = 0
     k = 0
     n = byte.shape[0]
     visited = 0
     while k < n:
         visited += 1
         if visited > budget:
-            return -1, -1
+            return -1, -1, -1
         d = depth[k]
         s2 = dfa_trans[stack[d - 1], byte[k]]
         if s2 >= 0:
-            stack[d] = s2
-            seen_accept[d] = seen_accept[d - 1] | (dfa_info[s2, 0] != 0)
-            for j in range(tok_ptr[k], tok_ptr[k + 1]):
+            end = nxt[k]
+            if (
+                kind[s2] != 0
+                and end > k + 1
+                and _subtree_stays(loops, kind, s2, below, below_utf8, k)
+            ):
+                skipped += 1
+                visited += end - k - 1
+                if visited > budget:
+                    return -1, -1, -1
+            else:
+                stack[d] = s2
+                seen_accept[d] = seen_accept[d - 1] | (dfa_info[s2, 0] != 0)
+                end = k + 1
+            for j in range(tok_ptr[k], tok_ptr[end]):
                 accepted[n_acc] = tok_ids[j]
                 n_acc += 1
-            k += 1
+            k = end
         else:
             if seen_accept[d - 1]:
                 for j in range(tok_ptr[k], tok_ptr[nxt[k]]):
@@ -661,7 +761,7 @@ def classify_tokens(
                 shared += 1
         lcp[i] = shared
         prev = t
-    return n_acc, n_unc
+    return n_acc, n_unc, skipped
 
 
 @njit(cache=True, nogil=True)
