@@ -57,6 +57,7 @@ class CompiledGrammar:
         rt = self.runtime_slot.get("runtime")
         if rt is not None:
             total += sum(a.nbytes for a in rt.cache.arrays) + sum(a.nbytes for a in rt.tables[:8])
+            total += rt.cache.nbytes
         return total
 
     def matcher(self) -> GrammarMatcher:

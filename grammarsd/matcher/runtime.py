@@ -98,8 +98,12 @@ class MaskCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the per-state loop sets (the cache rows themselves are ``arrays``)."""
-        return self._loops.nbytes + self._loop_kind.nbytes
+        """Bytes of what the cache owns besides its rows (``arrays``): per-state loop sets,
+        signature buffers and the vocabulary-sized scratch of the row builders."""
+        owned = (self._loops, self._loop_kind, self._sig_label, self._sig_order, self._sig_out,
+                 self._scratch_acc, self._scratch_unc, self._scratch_unc_lcp, self._scratch_tok,
+                 self._scratch_lcp, self._scratch_cls)
+        return sum(a.nbytes for a in owned)
 
     @property
     def num_states(self) -> int:

@@ -75,3 +75,14 @@ def test_compile_cache_is_bounded_by_memory() -> None:
     assert len(cache) == 1  # the newest entry always stays
     assert cache.get_or_compile(("x",), lambda: first) is first
     assert cache.misses == 3 and cache.hits == 0
+
+
+def test_memory_bytes_counts_the_vocabulary_sized_mask_scratch() -> None:
+    from grammarsd.testing import tokenizer_info
+
+    info = tokenizer_info("llama3")
+    compiled = gs.compile_regex("[a-z]+", info, cache=False)
+    before = compiled.memory_bytes()  # tables only: the mask cache is built on first use
+    compiled.matcher().allowed_token_ids()
+    # six int32 vectors of vocabulary size back the row builders (plus rows and loop sets)
+    assert compiled.memory_bytes() - before >= 6 * 4 * info.vocab_size
