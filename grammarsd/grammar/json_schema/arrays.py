@@ -44,7 +44,7 @@ class _CountingArray:
         if self.contains is not None:
             node, lo, hi = self.contains
             self.yes_node = node
-            self.no_node = _Node({"not": node.schema}, node.resolver, node.pointer)
+            self.no_node = low.negation(node)
             self.cap = max(lo, hi if hi is not None else 0) + 1
         self.states: dict[tuple[Any, ...], str] = {}
         self.prefix = low._name("arr")

@@ -27,10 +27,17 @@ Finite alternatives (``enum``/``const``) are emitted as the listed values that v
 against the *whole* conjunction at that location, checked with ``jsonschema`` itself; so they
 are exact whatever other keywords sit beside them.
 
-``oneOf`` is emitted as a plain union when every pair of non-finite alternatives from different
-branches is provably disjoint (``_disjoint``: type sets, numeric intervals, a property one
-requires and the other forbids, a required property with disjoint ``const``/``enum`` values);
-otherwise as ``U_i (B_i and not B_j for j != i)`` through ``_negate`` (or refused there).
+``oneOf`` is emitted as ``U_i U_{a in B_i} (a and not B_j for j != i)``, where only the
+alternatives of ``B_j`` that may overlap ``a`` are negated (through ``_negate``, or refused
+there): the others are provably disjoint from it (``emptiness``: type sets, numeric intervals,
+counts, a required property whose value schemas cannot meet, say a ``const`` tag or a key that
+another branch forbids or patterns force to ``null``). So a discriminated union is a plain
+union. Finite alternatives are checked against the whole schema when emitted; in other branches
+their values are excluded.
+
+Products of DNFs drop provably empty alternatives and refuse past ``max_alternatives``.
+Synthetic schema objects (complements, dependencies) are interned by content
+(``_Lowering.interned``), so the identity memo also closes recursion under complements.
 
 Arrays with ``contains``/``uniqueItems`` and all objects are small automata over members
 (``arrays._CountingArray``, ``objects._ObjectBuilder``; the records they share are in
@@ -83,6 +90,7 @@ from grammarsd.grammar.ir import (
 )
 from grammarsd.grammar.json_schema import numbers as num
 from grammarsd.grammar.json_schema.arrays import _CountingArray
+from grammarsd.grammar.json_schema.emptiness import _Emptiness
 from grammarsd.grammar.json_schema.formats import (
     KNOWN_FORMATS,
     SUBSET_FORMATS,
@@ -261,8 +269,11 @@ class _Lowering:
         # Memo keys hold ids of schema objects; synthetic ones must outlive the compilation
         # so an id is never reused by another object.
         self._keepalive: list[tuple[_Node, ...]] = []
+        # Synthetic schema objects by content (see ``interned``).
+        self._interned: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._patterns: dict[str, CharDFA] = {}
         self._counter = 0
+        self.emptiness = _Emptiness(self)
 
     # ------------------------------------------------------------------ helpers
 
@@ -312,6 +323,21 @@ class _Lowering:
                 raise self.refuse("$ref", node.pointer, "chain of $ref does not end")
         return node
 
+    def interned(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """The one object of this compilation with the content of the synthetic ``schema``.
+
+        Complements and dependencies build schema objects (and property maps) on the fly, and
+        memo keys are schema identities: without interning, a recursive ``$ref`` under a
+        complement would be lowered anew at every level and never close. Invariant: dicts
+        nested in ``schema`` are user schema objects or were interned first (both are compared
+        by identity); lists are compared by content.
+        """
+        return self._interned.setdefault(_structure(schema), schema)
+
+    def negation(self, node: _Node) -> _Node:
+        """The complement of ``node``'s schema, at its place (interned)."""
+        return _Node(self.interned({"not": node.schema}), node.resolver, node.pointer)
+
     def validator(self, node: _Node) -> Any:
         # ``_resolver`` keeps the node's base URI for relative $ref (private in jsonschema).
         return self.draft.validator(
@@ -331,7 +357,8 @@ class _Lowering:
     def value(self, nodes: tuple[_Node, ...], level: int) -> Expr:
         """A rule for JSON values valid against every schema in ``nodes`` (at ``level``)."""
         nodes = tuple(self.peel(n) for n in nodes)
-        nodes = tuple(n for n in nodes if n.schema is not True and n.schema != {})
+        nodes = tuple({id(n.schema): n for n in nodes  # a conjunction: each schema once
+                       if n.schema is not True and n.schema != {}}.values())
         if any(n.schema is False for n in nodes):
             return NOTHING
         if self.options.whitespace == "indent" and level > self.options.max_depth:
@@ -353,30 +380,26 @@ class _Lowering:
     # ------------------------------------------------------------------ expansion
 
     def _product(self, factors: list[list[_Alt]], pointer: str, keyword: str) -> list[_Alt]:
+        """The DNF of a conjunction of DNFs. Past ``max_alternatives``, provably empty
+        alternatives are dropped (``_empty``); if still past it, refused."""
         out: list[_Alt] = [()]
         for factor in factors:
-            out = [a + b for a in out for b in factor]
+            out = [_conjoin(a, b) for a in out for b in factor]
             if len(out) > self.options.max_alternatives:
-                out = [alt for alt in out if not self._plainly_empty(alt)]
+                out = [alt for alt in out if not self._empty(alt)]
             if len(out) > self.options.max_alternatives:
                 raise self.refuse(keyword, pointer, "too many combinations of alternatives "
                                   f"(> {self.options.max_alternatives})")
         return out
 
-    def _plainly_empty(self, alt: _Alt) -> bool:
-        """Whether the conjunction ``alt`` has no instance for a cheap reason (type sets)."""
-        types = set(_TYPES)
-        for node in alt:
-            s = node.schema
-            if s is False:
-                return True
-            if isinstance(s, dict):
-                if _TYPES_KW in s:
-                    types &= set(s[_TYPES_KW])
-                if "type" in s and "type" in self.draft.vocabulary:
-                    names = [s["type"]] if isinstance(s["type"], str) else s["type"]
-                    types &= set().union(*(_TYPE_NAMES[t] for t in names)) if names else set()
-        return not types
+    def _empty(self, alt: _Alt) -> bool:
+        """Whether the conjunction ``alt`` provably has no instance (``emptiness``)."""
+        if any(node.schema is False for node in alt):
+            return True
+        try:
+            return self.emptiness.empty(self._merge(alt))
+        except SchemaUnsupportedError:  # raised again if the alternative is ever emitted
+            return False
 
     def _expand(self, node: _Node, stack: tuple[int, ...]) -> list[_Alt]:
         """The DNF of ``node``: a list of conjunctions of atoms (see the module docstring)."""
@@ -431,30 +454,52 @@ class _Lowering:
             dependent = [(k, ("dependencies", k)) for k, v in s["dependencies"].items()
                          if not isinstance(v, list)]
         for key, path in dependent:
-            absent = _Node({"properties": {key: False}}, node.resolver, node.pointer)
-            present = _Node({"required": [key]}, node.resolver, node.pointer)
+            absent = _Node(self.interned({"properties": self.interned({key: False})}),
+                           node.resolver, node.pointer)
+            present = _Node(self.interned({"required": [key]}), node.resolver, node.pointer)
             sub = self._expand(self.child(node, *path), stack)
             factors.append([(absent,)] + self._product([[(present,)], sub], node.pointer,
                                                        path[0]))
         return self._product(factors, node.pointer, "allOf")
 
     def _one_of(self, node: _Node, stack: tuple[int, ...]) -> list[_Alt]:
-        """``oneOf``: a plain union when the branches are provably disjoint, else
-        ``U_i (B_i & not B_j for j != i)`` with complements pushed down (or refused)."""
-        branches = [self._expand(self.child(node, "oneOf", i), stack)
-                    for i in range(len(node.schema["oneOf"]))]
-        merged = [[self._merge((node, *alt)) for alt in b] for b in branches]
-        disjoint = all(
-            a.values is not None or b.values is not None or _disjoint(a, b)
-            for i in range(len(merged)) for j in range(i + 1, len(merged))
-            for a in merged[i] for b in merged[j])
-        if disjoint:
-            return [alt for b in branches for alt in b]
-        negated = [self._negate(b, "oneOf") for b in branches]
+        """``oneOf``: ``U_i U_{a in B_i} (a & not B_j for j != i)``, complements pushed down (or
+        refused). Only alternatives ``b`` of ``B_j`` that may overlap ``a`` are negated: for
+        the others (``_empty(node & a & b)``) ``a`` implies ``not b``, so a discriminated
+        union is a plain union. A finite alternative ``a`` needs no complement (its values are
+        checked against the whole schema by ``jsonschema`` when emitted); a finite ``b`` is
+        negated by excluding the values of ``B_j``'s finite alternatives that satisfy
+        ``B_j``."""
+        count = len(node.schema["oneOf"])
+        branches = [self._expand(self.child(node, "oneOf", i), stack) for i in range(count)]
+        values: list[list[Any]] = []  # per branch: its finite alternatives' members
+        finite: set[int] = set()
+        for i, branch in enumerate(branches):
+            values.append([])
+            for alt in branch:
+                listed = self._merge((node, *alt)).values
+                if listed is not None:
+                    finite.add(id(alt))
+                    values[i] += [v for v in listed
+                                  if self.is_valid(v, (self.child(node, "oneOf", i),))]
         out: list[_Alt] = []
-        for i, b in enumerate(branches):
-            out += self._product([b] + [n for j, n in enumerate(negated) if j != i],
-                                 node.pointer + "/oneOf", "oneOf")
+        for i, branch in enumerate(branches):
+            for a in branch:
+                if id(a) in finite:
+                    out += self._product([[a]], node.pointer + "/oneOf", "oneOf")
+                    continue
+                factors = [[a]]
+                types = self._merge((node, *a)).types
+                for j in range(count):
+                    others = [b for b in branches[j] if j != i and id(b) not in finite
+                              and not self._empty(_conjoin((node, *a), b))]
+                    if others:
+                        factors.append(self._negate(others, "oneOf"))
+                    gone = [v for v in values[j] if j != i and _type_of(v) in types]
+                    if gone:
+                        factors.append([(_Node(self.interned({_EXCLUDED_KW: gone}),
+                                               node.resolver, f"{node.pointer}/oneOf/{j}"),)])
+                out += self._product(factors, node.pointer + "/oneOf", "oneOf")
         return out
 
     def _not_one_of(self, node: _Node, stack: tuple[int, ...]) -> list[_Alt]:
@@ -489,7 +534,7 @@ class _Lowering:
             at = node.pointer.rsplit("/", 1)[0] if kw in _PRIVATE_KEYWORDS else (
                 f"{node.pointer}/{kw}")
             for synthetic in self._negate_keyword(node, kw, value, context):
-                out.append((_Node(synthetic, node.resolver, at),))
+                out.append((_Node(self.interned(synthetic), node.resolver, at),))
         return out
 
     def _negate_keyword(self, node: _Node, kw: str, value: Any, context: str
@@ -552,9 +597,10 @@ class _Lowering:
         if kw == "pattern":
             return [{**strings, _NOT_PATTERN_KW: value}]
         if kw == "required":
-            return [{**objects, "properties": {k: False}} for k in value]
+            return [{**objects, "properties": self.interned({k: False})} for k in value]
         if kw == "properties":
-            return [{**objects, "required": [k], "properties": {k: {"not": sub}}}
+            return [{**objects, "required": [k],
+                     "properties": self.interned({k: self.interned({"not": sub})})}
                     for k, sub in value.items() if sub is not True and sub != {}]
         if kw == "additionalProperties":
             if value is True or value == {}:
@@ -564,11 +610,11 @@ class _Lowering:
                 keys = keys.difference(self.pattern_dfa(pat, f"{node.pointer}/patternProperties",
                                                         "patternProperties"))
             return [{**objects, _WITNESS_KW: _Witness(
-                keys, frozenset(s.get("properties", {})), _not_node(self.child(node, kw)), kw)}]
+                keys, frozenset(s.get("properties", {})), self.negation(self.child(node, kw)), kw)}]
         if kw == "patternProperties":
             return [{**objects, _WITNESS_KW: _Witness(
                 self.pattern_dfa(pat, at, kw), frozenset(),
-                _not_node(self.child(node, kw, pat)), kw)}
+                self.negation(self.child(node, kw, pat)), kw)}
                 for pat, sub in value.items() if sub is not True and sub != {}]
         if kw in _ITEM_KEYWORDS:
             return self._negate_items(node, kw, value, context)
@@ -584,7 +630,8 @@ class _Lowering:
         arrays = {_TYPES_KW: ["array"]}
         tuple_kw = "prefixItems" if self.draft.year >= 2020 else "items"
         if kw == tuple_kw and isinstance(value, list):  # item i exists and fails value[i]
-            return [{**arrays, "minItems": i + 1, tuple_kw: [True] * i + [{"not": sub}]}
+            return [{**arrays, "minItems": i + 1,
+                     tuple_kw: [True] * i + [self.interned({"not": sub})]}
                     for i, sub in enumerate(value) if sub is not True and sub != {}]
         if kw == "items" and not (self.draft.year >= 2020 and s.get("prefixItems")):
             if value is True or value == {}:
@@ -697,7 +744,7 @@ class _Lowering:
     def _merge_private(self, m: _Merged, kw: str, value: Any, node: _Node) -> None:
         """Keywords only synthetic schemas (from complements) carry."""
         if kw == _SOME_ITEM_KW:
-            m.contains.append((_not_node(value), 1, None))
+            m.contains.append((self.negation(value), 1, None))
         elif kw == _WITNESS_KW:
             m.witnesses.append(value)
         elif kw == _TYPES_KW:
@@ -1067,55 +1114,27 @@ def _unchanged(expr: Expr) -> Expr:
     return expr
 
 
-def _not_node(node: _Node) -> _Node:
-    """The complement of ``node``'s schema, at its place."""
-    return _Node({"not": node.schema}, node.resolver, node.pointer)
+def _conjoin(a: _Alt, b: _Alt) -> _Alt:
+    """The conjunction of two alternatives, each schema object once."""
+    seen = {id(node.schema) for node in a}
+    return a + tuple(node for node in b if id(node.schema) not in seen)
 
 
-def _disjoint(a: _Merged, b: _Merged) -> bool:
-    """Whether two (non-finite) merged schemas provably share no instance."""
-    common = a.types & b.types
-    if not common:
-        return True
-    if common <= {"object"}:
-        if any(_forbids(b, k) for k in a.required) or any(_forbids(a, k) for k in b.required):
-            return True
-        for key in set(a.required) & set(b.required):
-            va, vb = _const_of(a, key), _const_of(b, key)
-            if va is not None and vb is not None and not ({_value_key(v) for v in va} &
-                                                          {_value_key(v) for v in vb}):
-                return True
-    if common <= {"int", "frac"}:
-        if a.hi is not None and b.lo is not None and (a.hi < b.lo or (
-                a.hi == b.lo and (a.hi_strict or b.lo_strict))):
-            return True
-        if b.hi is not None and a.lo is not None and (b.hi < a.lo or (
-                b.hi == a.lo and (b.hi_strict or a.lo_strict))):
-            return True
-    return False
+def _structure(schema: dict[str, Any]) -> tuple[Any, ...]:
+    """A hashable key for the content of a synthetic schema (see ``_Lowering.interned``)."""
+    return tuple(sorted((k, _structure_part(v)) for k, v in schema.items()))
 
 
-def _forbids(m: _Merged, key: str) -> bool:
-    """Whether no object of ``m`` may have property ``key`` (its schema there is ``false``)."""
-    for spec in m.objects:
-        node = spec.properties.get(key)
-        if node is None and not spec.patterns:
-            node = spec.additional
-        if node is not None and node.schema is False:
-            return True
-    return False
-
-
-def _const_of(m: _Merged, key: str) -> list[Any] | None:
-    """The finite values property ``key`` may take, if some properties schema fixes them."""
-    for spec in m.objects:
-        node = spec.properties.get(key)
-        if node is not None and isinstance(node.schema, dict):
-            if "const" in node.schema:
-                return [node.schema["const"]]
-            if "enum" in node.schema:
-                return list(node.schema["enum"])
-    return None
+def _structure_part(value: Any) -> Any:
+    if isinstance(value, dict):  # a user schema object or an interned one
+        return ("id", id(value))
+    if isinstance(value, list):
+        return ("list", tuple(_structure_part(v) for v in value))
+    if isinstance(value, _Node):  # its resolver is fixed by the schema object's place
+        return ("node", id(value.schema))
+    if isinstance(value, _Witness):
+        return ("witness", value.keys, value.names, id(value.value.schema), value.keyword)
+    return (type(value).__name__, value)  # scalars, (Decimal, bool) bounds: 1 != True
 
 
 def _lcm(a: Fraction, b: Fraction) -> Fraction:
