@@ -277,3 +277,17 @@ def test_draft4_integer_is_decided_by_spelling(extra: dict[str, Any]) -> None:
     judge = validator(schema)  # negative control: the draft really changes the verdict
     later = validator({**schema, "$schema": "http://json-schema.org/draft-07/schema#"})
     assert any(judge.is_valid(x) != later.is_valid(x) for x in wrapped)
+
+
+@pytest.mark.parametrize("draft", ["draft-04", "draft-06", "draft-07"])
+def test_array_dependencies_below_definitions_compile(draft: str) -> None:
+    """``referencing`` crawls draft 4-7 ``dependencies`` arrays as schemas and fails on them
+    (MaskBench JsonSchemaStore---tmlanguage; once a schema-valued entry came first): they must
+    compile, and exactly."""
+    schema = {"$schema": f"http://json-schema.org/{draft}/schema#", "$ref": "#/definitions/p",
+              "definitions": {"p": {"type": "object",
+                                    "dependencies": {"b": {"required": ["a"]}, "a": ["b"]},
+                                    "properties": {"a": {"type": "integer"},
+                                                   "b": {"type": "integer"}}}}}
+    assert_matches_jsonschema(schema, [{}, {"a": 1}, {"a": 1, "b": 2}, {"b": 2}, {"a": "x"}, 3,
+                                       {"c": 1}])

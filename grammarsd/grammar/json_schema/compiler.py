@@ -53,6 +53,7 @@ import functools
 import itertools
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -151,15 +152,27 @@ class Draft:
     spec: referencing.Specification[Any]
 
 
+def _schema_subresources(spec: referencing.Specification[Any]) -> referencing.Specification[Any]:
+    """``spec`` crawling only subresources that are schemas: ``referencing`` reads every value of
+    draft 4-7 ``dependencies`` as one, and fails on the array form (``{"a": ["b"]}``)."""
+    def subresources_of(contents: Any) -> Iterator[Any]:
+        return (sub for sub in spec.subresources_of(contents) if isinstance(sub, (dict, bool)))
+
+    return referencing.Specification(  # type: ignore[call-arg]  # attrs-made __init__
+        name=spec.name, id_of=spec.id_of, subresources_of=subresources_of,
+        anchors_in=lambda _, contents: spec.anchors_in(contents),
+        maybe_in_subresource=spec.maybe_in_subresource)
+
+
 DRAFTS: dict[str, Draft] = {
     "http://json-schema.org/draft-04/schema": Draft(
-        "draft4", 4, frozenset(_BASE4), jsonschema.Draft4Validator, referencing.jsonschema.DRAFT4),
+        "draft4", 4, frozenset(_BASE4), jsonschema.Draft4Validator, _schema_subresources(referencing.jsonschema.DRAFT4)),
     "http://json-schema.org/draft-06/schema": Draft(
         "draft6", 6, frozenset(_DRAFT6), jsonschema.Draft6Validator,
-        referencing.jsonschema.DRAFT6),
+        _schema_subresources(referencing.jsonschema.DRAFT6)),
     "http://json-schema.org/draft-07/schema": Draft(
         "draft7", 7, frozenset(_DRAFT7), jsonschema.Draft7Validator,
-        referencing.jsonschema.DRAFT7),
+        _schema_subresources(referencing.jsonschema.DRAFT7)),
     "https://json-schema.org/draft/2019-09/schema": Draft(
         "draft2019-09", 2019, frozenset(_DRAFT2019), jsonschema.Draft201909Validator,
         referencing.jsonschema.DRAFT201909),
