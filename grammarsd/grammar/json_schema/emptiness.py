@@ -159,7 +159,7 @@ class _Emptiness:
             try:
                 self._outlines[key] = self._outline(node, depth)
             except SchemaUnsupportedError:
-                pass  # unresolvable $ref: nothing shown
+                pass  # an unresolvable $ref proves nothing here; the lowering refuses it itself
         return self._outlines[key]
 
     def _outline(self, node: _Node, depth: int) -> _Outline:
