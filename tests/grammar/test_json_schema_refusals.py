@@ -291,3 +291,11 @@ def test_array_dependencies_below_definitions_compile(draft: str) -> None:
                                                    "b": {"type": "integer"}}}}}
     assert_matches_jsonschema(schema, [{}, {"a": 1}, {"a": 1, "b": 2}, {"b": 2}, {"a": "x"}, 3,
                                        {"c": 1}])
+
+
+def test_contradictory_lengths_beside_excluded_values_are_an_empty_string_set() -> None:
+    """``minLength > maxLength`` next to a ``not: {enum}`` (MaskBench Github_ultra---o65975 crashed
+    with "bad repeat bounds"): no string is valid; the other types still are."""
+    schema = {"anyOf": [{"type": "string", "minLength": 5, "maxLength": 3,
+                         "not": {"enum": ["abcd"]}}, {"type": "integer"}]}
+    assert_matches_jsonschema(schema, ["", "abc", "abcd", "abcde", 1, 7])

@@ -80,6 +80,8 @@ def strings_excluding(
     Built from the trie of ``excluded``: at each trie node either stop (if that node is not an
     excluded word), leave the trie with a character that has no child, or follow a child.
     """
+    if max_len is not None and min_len > max_len:
+        return NOTHING
     trie: dict = {}
     for word in excluded:
         node = trie
