@@ -64,8 +64,9 @@ from grammarsd.bench.workers import (
     Worker,
     WorkerStartError,
     describe,
-    drop_torn_tail,
     progress,
+    read_json,
+    read_jsonl,
     serve,
 )
 
@@ -160,16 +161,9 @@ def load_local(
 
 
 def _read_schema(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise JsonSchemaBenchError("listed in MANIFEST.tsv but missing", path=path) from None
-    except json.JSONDecodeError as e:
-        raise JsonSchemaBenchError(
-            f"not JSON: {e.msg}", path=path, line=e.lineno, column=e.colno
-        ) from e
-    except (OSError, UnicodeDecodeError) as e:
-        raise JsonSchemaBenchError(f"cannot read: {e}", path=path) from e
+    if not path.is_file():
+        raise JsonSchemaBenchError("listed in MANIFEST.tsv but missing", path=path)
+    return read_json(path, JsonSchemaBenchError)
 
 
 def load_hub(
@@ -573,16 +567,7 @@ def results_path(out_dir: Path, engine: str) -> Path:
 def read_records(path: Path) -> Iterator[JsbRecord]:
     """The records of one results file (none when it does not exist); a torn last line (a run
     killed mid-write) is dropped."""
-    if not path.exists():
-        return
-    drop_torn_tail(path)
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        try:
-            yield JsbRecord(**json.loads(line))
-        except (json.JSONDecodeError, TypeError) as e:
-            raise JsonSchemaBenchError(
-                f"not a result record: {e}", path=path, line=n, column=1
-            ) from e
+    return read_jsonl(path, JsbRecord, JsonSchemaBenchError)
 
 
 def _check_config(cfg: JsbConfig) -> None:

@@ -57,8 +57,9 @@ from grammarsd.bench.workers import (
     Worker,
     WorkerStartError,
     describe,
-    drop_torn_tail,
     progress,
+    read_json,
+    read_jsonl,
     serve,
 )
 from grammarsd.errors import GrammarsdError
@@ -168,12 +169,7 @@ def load_case(path: Path, tokenizer: Any) -> SchemaCase:
         If the file is not JSON (with line and column) or lacks ``schema`` / ``tests`` /
         ``valid`` / ``data``.
     """
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise MaskBenchError(f"not JSON: {e.msg}", path=path, line=e.lineno, column=e.colno) from e
-    except (OSError, UnicodeDecodeError) as e:
-        raise MaskBenchError(f"cannot read: {e}", path=path) from e
+    doc = read_json(path, MaskBenchError)
     if not isinstance(doc, dict) or "schema" not in doc:
         raise MaskBenchError('not a MaskBench file: no "schema" key', path=path)
     tests = doc.get("tests", [])
@@ -341,20 +337,9 @@ def results_path(out_dir: Path, engine: str) -> Path:
 
 
 def read_records(path: Path) -> Iterator[SchemaRecord]:
-    """The records of one results file (none when it does not exist).
-
-    Raises
-    ------
-    MaskBenchError
-        If a line is not a record (with its line number).
-    """
-    if not path.exists():
-        return
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        try:
-            yield SchemaRecord(**json.loads(line))
-        except (json.JSONDecodeError, TypeError) as e:
-            raise MaskBenchError(f"not a result record: {e}", path=path, line=n, column=1) from e
+    """The records of one results file (none when it does not exist); a torn last line is
+    dropped, any other bad line raises ``MaskBenchError`` with its line number."""
+    return read_jsonl(path, SchemaRecord, MaskBenchError)
 
 
 def _check_config(cfg: MaskBenchConfig) -> None:
@@ -392,8 +377,6 @@ def run_maskbench(cfg: MaskBenchConfig) -> dict[str, list[SchemaRecord]]:
     (cfg.out_dir / "results").mkdir(exist_ok=True)
     _check_config(cfg)
     names = [engine_class(spec).name for spec in cfg.engines]
-    for name in names:
-        drop_torn_tail(results_path(cfg.out_dir, name))
     done = {
         name: {r.schema: r for r in read_records(results_path(cfg.out_dir, name))} for name in names
     }

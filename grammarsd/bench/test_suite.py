@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from grammarsd.bench.workers import BenchError
+from grammarsd.bench.workers import BenchError, read_json
 from grammarsd.bench.workers import progress as progress_bar
 from grammarsd.errors import GrammarsdError, SchemaUnsupportedError
 from grammarsd.grammar.ir import Grammar
@@ -167,14 +167,7 @@ def load_suite_file(path: Path) -> list[dict[str, Any]]:
     file cannot be read, is not JSON, or is not a list of ``{"description", "schema", "tests":
     [{"description", "data", "valid": bool}]}`` cases.
     """
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SuiteError(
-            f"not JSON: {exc.msg}", path=path, line=exc.lineno, column=exc.colno
-        ) from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SuiteError(f"cannot read: {exc}", path=path) from exc
+    doc = read_json(path, SuiteError)
     if not isinstance(doc, list):
         raise SuiteError("not a suite file: expected a list of test cases", path=path)
     for i, case in enumerate(doc):

@@ -11,12 +11,13 @@ that one job and goes on with a fresh process.
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from grammarsd.errors import GrammarsdError
 
@@ -201,6 +202,35 @@ def drop_torn_tail(path: Path) -> None:
             path.write_bytes(data[: data.rfind(b"\n") + 1])
 
 
+def read_json(path: Path, error: type[BenchError]) -> Any:
+    """The JSON document in ``path``; an unreadable file raises ``error`` naming it, malformed
+    JSON with its line and column."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise error(f"not JSON: {e.msg}", path=path, line=e.lineno, column=e.colno) from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise error(f"cannot read: {e}", path=path) from e
+
+
+_Record = TypeVar("_Record")
+
+
+def read_jsonl(path: Path, record: Callable[..., _Record],
+               error: type[BenchError]) -> Iterator[_Record]:
+    """``record(**fields)`` for each line of a results file (none when it does not exist); a torn
+    last line (a run killed mid-write) is dropped first, any other bad line raises ``error``
+    with its line number."""
+    if not path.exists():
+        return
+    drop_torn_tail(path)
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            yield record(**json.loads(line))
+        except (json.JSONDecodeError, TypeError) as e:
+            raise error(f"not a result record: {e}", path=path, line=n, column=1) from e
+
+
 class _NoBar:
     def update(self, n: int) -> None: ...
     def set_description(self, text: str) -> None: ...
@@ -225,5 +255,7 @@ __all__ = [
     "describe",
     "drop_torn_tail",
     "progress",
+    "read_json",
+    "read_jsonl",
     "serve",
 ]
