@@ -69,7 +69,7 @@ from grammarsd.grammar.ir import (
     repeat,
     seq,
 )
-from grammarsd.grammar.passes import strongly_connected_components
+from grammarsd.grammar.passes import nullable, strongly_connected_components
 
 END = np.int32(2**30)
 
@@ -250,13 +250,13 @@ class _Regular:
     groups    group member -> (group id, its body with plain regular rules inlined)
     reach     group member -> every group member a lexeme referencing it needs (its own group
               and the groups the bodies reference, transitively)
-    nullable  group member -> whether it derives the empty string
+    nullable  the group members that derive the empty string
     """
 
     bodies: dict[str, Expr] = field(default_factory=dict)
     groups: dict[str, tuple[int, Expr]] = field(default_factory=dict)
     reach: dict[str, frozenset[str]] = field(default_factory=dict)
-    nullable: dict[str, bool] = field(default_factory=dict)
+    nullable: set[str] = field(default_factory=set)
 
 
 def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts) -> _Regular:
@@ -318,13 +318,13 @@ def _add_group(grammar: Grammar, scc: list[str], gid: int, limits: CompileLimits
         size[m] = total
         out.groups[m] = (gid, bodies[m])
         out.reach[m] = reach
-        out.nullable[m] = False
     changed = True
     while changed:  # least fixpoint
         changed = False
         for m in scc:
-            if not out.nullable[m] and _nullable_regular(bodies[m], out.nullable):
-                out.nullable[m] = changed = True
+            if m not in out.nullable and nullable(bodies[m], out.nullable):
+                out.nullable.add(m)
+                changed = True
 
 
 def _ref_names(expr: Expr) -> set[str]:
@@ -486,16 +486,15 @@ class _Lowering:
                 raise GrammarTooLargeError("dfa_states", self.dfa_states + dfa.num_states,
                                            self.limits.max_dfa_states)
             nonempty = bool(dfa.accept.any())
-            nullable = _nullable_regular(expr, self.analysis.nullable)
-            self.term_info[expr] = (nonempty, nullable)
+            self.term_info[expr] = (nonempty, nullable(expr, self.analysis.nullable))
             if nonempty:
                 self.term_id[expr] = len(self.term_exprs)
                 self.term_exprs.append(expr)
                 self.term_dfas.append(dfa)
                 self.dfa_states += dfa.num_states
-        nonempty, nullable = self.term_info[expr]
+        nonempty, empty_ok = self.term_info[expr]
         sym: object = -self.term_id[expr] - 1 if nonempty else _DEAD
-        return sym, nullable
+        return sym, empty_ok
 
     def lexeme(self, expr: Expr) -> tuple[object, bool] | None:
         """``terminal(expr)``, or None where a lexeme with rule groups is too big: it is then
@@ -613,23 +612,6 @@ class _Lowering:
             body.append(tail)
         self.add_prod(h, body)
         return h
-
-
-def _nullable_regular(expr: Expr, rules: dict[str, bool]) -> bool:
-    """Whether a regular expression derives the empty string (``rules``: its group refs')."""
-    if isinstance(expr, Literal):
-        return expr.text == ""
-    if isinstance(expr, CharClass):
-        return False
-    if isinstance(expr, Seq):
-        return all(_nullable_regular(i, rules) for i in expr.items)
-    if isinstance(expr, Choice):
-        return any(_nullable_regular(i, rules) for i in expr.items)
-    if isinstance(expr, Repeat):
-        return expr.min == 0 or _nullable_regular(expr.item, rules)
-    if isinstance(expr, Ref):
-        return rules[expr.name]
-    raise TypeError(f"not a regular expression node: {expr!r}")
 
 
 # --------------------------------------------------------------------------- trimming + flattening

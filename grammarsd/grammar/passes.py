@@ -1,5 +1,6 @@
 """IR -> IR passes that keep the language and shrink the structure.
 
+    nullable(expr, rules)   whether an expression derives the empty string
     nullable_rules(g)       rules deriving the empty string (least fixpoint)
     productive_rules(g)     rules deriving at least one string (least fixpoint)
     remove_unproductive(g)  refs to unproductive rules become NOTHING; unreachable rules dropped
@@ -12,7 +13,7 @@ Every pass returns a new ``Grammar`` with the same start rule and the same langu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 
 from grammarsd.errors import EmptyLanguageError
 from grammarsd.grammar.ir import (
@@ -44,18 +45,19 @@ def _fixpoint(g: Grammar, holds: Callable[[Expr, set[str]], bool]) -> frozenset[
     return frozenset(known)
 
 
-def _nullable(expr: Expr, known: set[str]) -> bool:
+def nullable(expr: Expr, rules: Container[str] = ()) -> bool:
+    """Whether ``expr`` derives the empty string, ``rules`` naming the rules that do."""
     if isinstance(expr, Literal):
         return expr.text == ""
     if isinstance(expr, CharClass):
         return False
     if isinstance(expr, Seq):
-        return all(_nullable(i, known) for i in expr.items)
+        return all(nullable(i, rules) for i in expr.items)
     if isinstance(expr, Choice):
-        return any(_nullable(i, known) for i in expr.items)
+        return any(nullable(i, rules) for i in expr.items)
     if isinstance(expr, Repeat):
-        return expr.min == 0 or _nullable(expr.item, known)
-    return expr.name in known
+        return expr.min == 0 or nullable(expr.item, rules)
+    return expr.name in rules
 
 
 def _productive(expr: Expr, known: set[str]) -> bool:
@@ -74,7 +76,7 @@ def _productive(expr: Expr, known: set[str]) -> bool:
 
 def nullable_rules(g: Grammar) -> frozenset[str]:
     """Names of the rules that derive the empty string."""
-    return _fixpoint(g, _nullable)
+    return _fixpoint(g, nullable)
 
 
 def productive_rules(g: Grammar) -> frozenset[str]:
@@ -238,4 +240,4 @@ def normalize(g: Grammar) -> Grammar:
     return Grammar(rules, start=g.start)
 
 
-__all__ = ["normalize", "nullable_rules", "productive_rules", "remove_unproductive"]
+__all__ = ["normalize", "nullable", "nullable_rules", "productive_rules", "remove_unproductive"]

@@ -46,12 +46,8 @@ from grammarsd.grammar.ir import (
     EMPTY,
     NOTHING,
     CharClass,
-    Choice,
     Expr,
     Grammar,
-    Literal,
-    Repeat,
-    Seq,
     char_set,
     chars,
     choice,
@@ -59,6 +55,7 @@ from grammarsd.grammar.ir import (
     repeat,
     seq,
 )
+from grammarsd.grammar.passes import nullable
 
 Flavor = Lit["python", "ecma"]
 
@@ -248,19 +245,7 @@ def _merge(into: _Anchoring, more: _Anchoring) -> None:
 
 def _empty_part(expr: Expr) -> Expr:
     """The empty string if ``expr`` matches it, else nothing."""
-    return EMPTY if _nullable(expr) else NOTHING
-
-
-def _nullable(expr: Expr) -> bool:
-    if isinstance(expr, Literal):
-        return not expr.text
-    if isinstance(expr, Seq):
-        return all(_nullable(i) for i in expr.items)
-    if isinstance(expr, Choice):
-        return any(_nullable(i) for i in expr.items)
-    if isinstance(expr, Repeat):
-        return expr.min == 0 or _nullable(expr.item)
-    return False  # a character class
+    return EMPTY if nullable(expr) else NOTHING
 
 
 def _has_anchor(node: _Node) -> bool:
