@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import pickle
 
 import numpy as np
@@ -95,3 +96,30 @@ def test_tokenizer_info_pickles_and_compiles_identically() -> None:
     a = gs.compile_regex(r"(ab)+", VOCAB).matcher()
     b = gs.compile_regex(r"(ab)+", clone).matcher()
     assert np.array_equal(a.allowed_token_ids(), b.allowed_token_ids())
+
+
+def test_the_garbage_collector_is_paused_only_while_compiling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from grammarsd.compiler import tables
+
+    seen: list[bool] = []
+    build = tables.build_tables
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.append(gc.isenabled())
+        return build(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("grammarsd.compiler.compiled.build_tables", spy)
+    assert gc.isenabled()
+    gs.compile_regex("a+b", VOCAB, cache=False)
+    assert seen == [False] and gc.isenabled()  # paused inside, back on after
+    with pytest.raises(gs.GrammarsdError):  # an error on the way out resumes it too
+        gs.compile_regex("(?=a)", VOCAB, cache=False)
+    assert gc.isenabled()
+    gc.disable()
+    try:  # a host that turned it off keeps it off
+        gs.compile_regex("ab+", VOCAB, cache=False)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
