@@ -82,7 +82,9 @@ class CompileLimits:
     max_dfa_states: int = 200_000  # summed over all terminals
     max_productions: int = 500_000
     max_repeat: int = 100_000  # bound of a repeat of a non-regular item
-    repeat_chunk: int = 128  # counted copies one terminal may hold; longer repeats are chunked
+    repeat_chunk: int = 256  # counted copies one terminal may hold; longer repeats are chunked
+    repeat_alone: int = 32  # repeats of more copies are a terminal of their own, never merged
+    # with their neighbours: one DFA shared by every use (a JSON string of up to 255 characters)
     max_group_size: int = 20_000  # IR nodes of a right-linear rule group lexed as one automaton
     # (a JSON-encoded character counts as one node: the lexer reads it as one symbol)
 
@@ -139,25 +141,26 @@ class _Counts:
     """Counted repeats in regular expressions (memoised by identity).
 
     The *expansion* of an expression is the product of the repeat bounds along its most deeply
-    counted path (``x{0,5}{0,4}`` is 20; an unbounded ``x{m,}`` counts ``m + 1``): how many
-    copies of a piece its DFA must keep apart. A repeat whose expansion exceeds ``chunk`` is
-    *big*: as one terminal its DFA would grow with the count (a JSON string of up to 8192
-    characters has ~20 byte states per character), so it is lowered in chunks instead.
+    counted path (``x{0,5}{0,4}`` is 20; an unbounded ``x{m,}`` counts ``m + 1``; a JSON-encoded
+    character is one symbol of the lexer, expansion 1): how many copies of a piece its DFA must
+    keep apart. A repeat whose expansion exceeds ``alone`` is *big*: its DFA grows with the count
+    (a JSON string has ~20 byte states per character), so it is never merged into a bigger
+    terminal; the lowering makes it one terminal of its own, or chunks it (``_chunked``).
     """
 
-    def __init__(self, chunk: int) -> None:
-        self.chunk = chunk
+    def __init__(self, alone: int) -> None:
+        self.alone = alone
         self.memo: dict[int, tuple[Expr, int, bool]] = {}  # id -> (expr kept alive, exp, big)
 
     def _get(self, expr: Expr) -> tuple[int, bool]:
         hit = self.memo.get(id(expr))
         if hit is None:
-            kids = [self._get(c) for c in children(expr)]
+            kids = [] if decoded_class(expr) is not None else [self._get(c) for c in children(expr)]
             exp = max((k[0] for k in kids), default=1)
             big = any(k[1] for k in kids)
             if isinstance(expr, Repeat):
                 exp *= expr.min + 1 if expr.max is None else max(expr.max, 1)
-                big = big or exp > self.chunk
+                big = big or exp > self.alone
             hit = (expr, exp, big)
             self.memo[id(expr)] = hit
         return hit[1], hit[2]
@@ -180,7 +183,7 @@ def _label(expr: Expr, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _chunked(expr: Repeat, per_chunk: int) -> Expr:
+def _chunked(expr: Repeat, per_chunk: int, lex_whole: Callable[[Expr], None]) -> Expr:
     """``x{m,n}`` rewritten over chunks ``C = x{c}`` (``c = per_chunk``), same language.
 
     ``x{m,n} = x{m} x{0,n-m}`` (``x*`` for ``n = None``). With ``N = q*c + r`` (``0 <= r < c``),
@@ -193,12 +196,16 @@ def _chunked(expr: Repeat, per_chunk: int) -> Expr:
 
     Either way no terminal shorter than a chunk opens the repeat (the tokens at its start stay
     inside one terminal). Each form is unambiguous when ``x`` is. Counts of chunks live in the
-    parser (a repeat of a non-regular item), counts inside a chunk in one small terminal.
+    parser (a repeat of a non-regular item), counts inside a chunk in one small terminal:
+    ``lex_whole`` is told each piece of at most ``c`` copies, which stays regular although big.
     """
     x, c = expr.item, per_chunk
     chunk = Repeat(x, c, c)
     j, r0 = divmod(expr.min, c)
     rem = repeat(x, r0, r0)
+    tail = None if expr.max is None else (expr.max - expr.min) % c
+    for piece in (chunk, rem, repeat(x, 0, tail), repeat(x, 0, c - 1)):
+        lex_whole(piece)
     if expr.max is None:
         fixed = seq(rem, chunk, repeat(chunk, j - 1, j - 1)) if j else rem
         return seq(fixed, repeat(x, 0, None))
@@ -402,12 +409,15 @@ class _Lowering:
     ) -> None:
         self.grammar = grammar
         self.limits = limits
-        self.counts = _Counts(limits.repeat_chunk)
+        self.counts = _Counts(limits.repeat_alone)
         self.analysis = _regular_bodies(grammar, limits, self.counts)
         self.regular = self.analysis.bodies
         self.dfa_builder = dfa_builder
         self.unlexable: set[Expr] = set()  # lexemes with rule groups whose DFA passed the limits
         self.dropped_groups: set[int] = set()  # groups back in the parser (their DFA was too big)
+        self._regular_memo: dict[int, tuple[Expr, Expr | None]] = {}  # id -> (expr, regular_expr)
+        self._rules_memo: dict[int, tuple[Expr, frozenset[str]]] = {}  # id -> (expr, rules_of)
+        self.one_terminal: set[Expr] = set()  # big repeats lexed whole: see ``symbol``
         self.dfa_states = 0  # summed over the terminals built so far
         self.nt_names: list[str] = []
         self.prods: list[tuple[int, tuple[int, ...]]] = []
@@ -450,7 +460,18 @@ class _Lowering:
                 self.add_prod(nt, alt)
 
     def regular_expr(self, expr: Expr) -> Expr | None:
-        """``expr`` with regular refs inlined, or None if it reaches a non-regular rule."""
+        """``expr`` with regular refs inlined, or None if it reaches a non-regular rule.
+
+        Memoised by identity (the lowering asks again for every enclosing run); the memo is
+        dropped whenever a lexeme turns out unlexable, since that changes the answers."""
+        hit = self._regular_memo.get(id(expr))
+        if hit is not None and hit[0] is expr:
+            return hit[1]
+        out = self._regular_expr(expr)
+        self._regular_memo[id(expr)] = (expr, out)
+        return out
+
+    def _regular_expr(self, expr: Expr) -> Expr | None:
         if isinstance(expr, Ref):
             out = self.regular.get(expr.name)
         elif isinstance(expr, (Literal, CharClass)):
@@ -460,16 +481,34 @@ class _Lowering:
             if any(p is None for p in parts):
                 return None
             out = _rebuild(expr, parts)  # type: ignore[arg-type]
-            if isinstance(out, Repeat) and self.counts.has_big(out):
+            if isinstance(out, Repeat) and self.counts.has_big(out) and out not in self.one_terminal:
                 return None
         if out is not None and self.unlexable and (out in self.unlexable or any(
                 self.analysis.groups[r][0] in self.dropped_groups for r in self.rules_of(out))):
             return None
         return out
 
-    def rules_of(self, expr: Expr) -> set[str]:
-        """The group members a lexeme needs (empty for plain regular expressions)."""
-        return set().union(*(self.analysis.reach[r.name] for r in iter_refs(expr)))
+    def rules_of(self, expr: Expr) -> frozenset[str]:
+        """The group members a lexeme needs (empty for plain regular expressions); memoised
+        by identity over subexpressions, which lexemes share heavily (string characters)."""
+        memo = self._rules_memo
+        stack: list[tuple[Expr, bool]] = [(expr, False)]
+        while stack:  # post-order without recursion: IR can be deep
+            e, done = stack.pop()
+            hit = memo.get(id(e))
+            if hit is not None and hit[0] is e:
+                continue
+            kids = children(e)
+            if not done and kids:
+                stack.append((e, True))
+                stack.extend((k, False) for k in kids)
+                continue
+            if isinstance(e, Ref):
+                out = self.analysis.reach[e.name]
+            else:
+                out = frozenset().union(*(memo[id(k)][1] for k in kids))
+            memo[id(e)] = (e, out)
+        return memo[id(expr)][1]
 
     def terminal(self, expr: Expr) -> tuple[object, bool]:
         """(terminal symbol for L(expr) minus the empty string or _DEAD, nullable).
@@ -506,6 +545,7 @@ class _Lowering:
             if not self.rules_of(expr):
                 raise
             self.unlexable.add(expr)
+            self._regular_memo.clear()
             if isinstance(expr, Ref):
                 self.dropped_groups.add(self.analysis.groups[expr.name][0])
             return None
@@ -534,15 +574,19 @@ class _Lowering:
             return self.helper_nt[key]
         if isinstance(expr, Repeat):
             item = self.regular_expr(expr.item)
-            if item is None or not self.counts.has_big(Repeat(item, expr.min, expr.max)):
+            whole = None if item is None else Repeat(item, expr.min, expr.max)
+            if whole is None or not self.counts.has_big(whole):
                 return self.repeat(expr)  # a non-regular item, or an unlexable one
-            per_chunk = self.limits.repeat_chunk // self.counts.expansion(item)
+            if self.counts.expansion(whole) <= self.limits.repeat_chunk:
+                self.one_terminal.add(whole)  # a big repeat that fits: its own terminal
+                return self.symbol(whole)
+            per_chunk = self.limits.repeat_chunk // self.counts.expansion(whole.item)
             if per_chunk < 2:  # the item is a chunk already: count it in the parser
                 return self.repeat(expr)
             key = ("chunked", expr)  # a big repeat of a small regular item
             if key not in self.helper_nt:
                 h = self.helper_nt[key] = self.new_nt(f"({_label(expr)})")
-                chunked = _chunked(Repeat(item, expr.min, expr.max), per_chunk)
+                chunked = _chunked(whole, per_chunk, self.one_terminal.add)
                 self.add_prod(h, [self.symbol(chunked)])
             return self.helper_nt[key]
         if expr not in self.helper_nt:
@@ -621,14 +665,7 @@ def _trim(
     num_nt: int, prods: list[tuple[int, tuple[int, ...]]], start: int
 ) -> tuple[list[tuple[int, tuple[int, ...]]], set[int]]:
     """Keep productive and reachable productions; returns them and the nullable set."""
-    productive: set[int] = set()
-    changed = True
-    while changed:
-        changed = False
-        for lhs, body in prods:
-            if lhs not in productive and all(s < 0 or s in productive for s in body):
-                productive.add(lhs)
-                changed = True
+    productive = _derivable(prods, lambda s: s < 0)
     if start not in productive:
         raise EmptyLanguageError("the grammar accepts no string at all")
     prods = [(lhs, body) for lhs, body in prods if all(s < 0 or s in productive for s in body)]
@@ -644,15 +681,35 @@ def _trim(
                     reachable.add(s)
                     stack.append(s)
     prods = [(lhs, body) for lhs, body in prods if lhs in reachable]
-    nullable: set[int] = set()
-    changed = True
-    while changed:
-        changed = False
-        for lhs, body in prods:
-            if lhs not in nullable and all(s >= 0 and s in nullable for s in body):
-                nullable.add(lhs)
-                changed = True
-    return prods, nullable
+    return prods, _derivable(prods, lambda s: False)
+
+
+def _derivable(prods: list[tuple[int, tuple[int, ...]]], given: Callable[[int], bool]) -> set[int]:
+    """The least set of nonterminals with a production whose every symbol is ``given`` or in
+    the set (productive: terminals given; nullable: nothing given). Linear time: each
+    production counts its symbols still missing, and a nonterminal entering the set
+    decrements the counts of the productions that use it."""
+    missing = [0] * len(prods)
+    users: dict[int, list[int]] = {}
+    found: set[int] = set()
+    ready: list[int] = []
+    for p, (lhs, body) in enumerate(prods):
+        for s in body:
+            if not given(s):
+                missing[p] += 1
+                users.setdefault(s, []).append(p)
+        if missing[p] == 0:
+            ready.append(lhs)
+    while ready:
+        nt = ready.pop()
+        if nt in found:
+            continue
+        found.add(nt)
+        for p in users.get(nt, ()):
+            missing[p] -= 1
+            if missing[p] == 0:
+                ready.append(prods[p][0])
+    return found
 
 
 def _follow_bytes(

@@ -34,6 +34,26 @@ SURROGATES = (0xD800, 0xDFFF)
 # --------------------------------------------------------------------------- expressions
 
 
+class _CachedHash:
+    """Composite expressions hash their whole tree; the compiler keys dicts by big expressions
+    again and again, so the hash is computed once per object (never pickled: string hashes
+    differ between processes). Each class names ``__hash__ = _CachedHash.__hash__`` in its body,
+    or ``dataclass`` would put its own in place."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            fields = self.__dataclass_fields__  # type: ignore[attr-defined]
+            h = hash((type(self).__name__, *(getattr(self, f) for f in fields)))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+
 @dataclass(frozen=True)
 class Literal:
     """An exact string."""
@@ -99,8 +119,10 @@ class CharClass:
 
 
 @dataclass(frozen=True)
-class Seq:
+class Seq(_CachedHash):
     """Concatenation of ``items``; the empty tuple is the empty string."""
+
+    __hash__ = _CachedHash.__hash__
 
     items: tuple[Expr, ...]
 
@@ -111,8 +133,10 @@ class Seq:
 
 
 @dataclass(frozen=True)
-class Choice:
+class Choice(_CachedHash):
     """Alternation of ``items``; the empty tuple is the empty language."""
+
+    __hash__ = _CachedHash.__hash__
 
     items: tuple[Expr, ...]
 
@@ -123,8 +147,10 @@ class Choice:
 
 
 @dataclass(frozen=True)
-class Repeat:
+class Repeat(_CachedHash):
     """``item`` repeated between ``min`` and ``max`` times (``max=None``: unbounded)."""
+
+    __hash__ = _CachedHash.__hash__
 
     item: Expr
     min: int = 0

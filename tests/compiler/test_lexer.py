@@ -13,9 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from grammarsd.compiler import lexer
 from grammarsd.compiler.lexer import ByteDFA, build_byte_dfa, byte_dfa_from_char_dfa
 from grammarsd.errors import GrammarTooLargeError
-from grammarsd.grammar.automata import CharDFA
+from grammarsd.grammar.automata import CharDFA, canonical_table
+from grammarsd.grammar.encodings import encode_class
 from grammarsd.grammar.ir import (
     ANY_CHAR,
     EMPTY,
@@ -337,3 +339,57 @@ def test_raw_char_tables_never_encode_surrogates() -> None:
     raw = CharDFA(np.zeros(1, np.int64), np.zeros((1, 1), np.int32), np.ones(1, bool))
     dfa = byte_dfa_from_char_dfa(raw)
     assert dfa.walk(b"\xed\xa0") < 0 and dfa.walk(b"\xed\x9f\xbf") >= 0
+
+
+# --------------------------------------------------------------------------- counted repeats
+
+JSON_CHAR = encode_class(ANY_CHAR)  # every JSON spelling of any character
+
+
+@pytest.mark.parametrize(("item", "lo", "hi"), [
+    (JSON_CHAR, 0, 40), (JSON_CHAR, 1, 9), (JSON_CHAR, 12, 12), (ANY_CHAR, 3, 30),
+    (lit("ab"), 0, 20), (HEX, 5, 64),
+])
+@pytest.mark.parametrize("nonempty", [False, True])
+def test_tiled_repeat_equals_the_subset_construction(
+    item: Expr, lo: int, hi: int, nonempty: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # oracle: the generic construction (determinise, lower, minimise), tiling turned off
+    expr = repeat(item, lo, hi)
+    tiled = build_byte_dfa(expr, nonempty=nonempty)
+    monkeypatch.setattr(lexer, "TILE_MIN_COUNT", 10**9)
+    generic = build_byte_dfa(expr, nonempty=nonempty)
+    assert tiled.num_states == generic.num_states  # already minimal
+    trans, accept = canonical_table(tiled.trans, tiled.accept)
+    assert (trans == generic.trans).all() and (accept == generic.accept).all()
+    reach, live = reachable_and_live(tiled)
+    assert reach == live == set(range(tiled.num_states))
+
+
+def test_tiling_covers_the_shapes_chunking_leaves_and_skips_other_items() -> None:
+    x = JSON_CHAR
+    # x x{0,255} | x x{256} x{0,43}: a JSON string of 1..300 characters in one terminal
+    shaped = choice(seq(x, repeat(x, 0, 255)), seq(x, repeat(x, 256, 256), repeat(x, 0, 43)))
+    assert lexer._counted(shaped) == (x, 1, 300)
+    assert lexer._counted(choice(repeat(x, 0, 10), repeat(x, 12, 20))) is None  # a gap at 11
+    a_or_ab = choice(lit("a"), lit("ab"))  # not a prefix code: built the generic way
+    dfa = build_byte_dfa(repeat(a_or_ab, 0, 12))
+    for n in range(0, 16):
+        for s in ("a" * n, "ab" * n, "aab" * n):
+            assert dfa.matches(s.encode()) == bool(re.fullmatch("(?:ab?){0,12}", s)), s
+
+
+def test_long_counted_string_is_tiled(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the fast path must not silently stop applying to the JSON strings it exists for
+    built: list[int] = []
+    tiled = lexer._tiled
+
+    def spy(*args: object) -> ByteDFA | None:
+        out = tiled(*args)  # type: ignore[arg-type]
+        built.append(-1 if out is None else out.num_states)
+        return out
+
+    monkeypatch.setattr(lexer, "_tiled", spy)
+    dfa = build_byte_dfa(repeat(JSON_CHAR, 0, 255), nonempty=True)
+    assert built == [dfa.num_states]
+    assert dfa.matches(("é" * 254 + "\\n").encode()) and not dfa.matches(b"a" * 256)

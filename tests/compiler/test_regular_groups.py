@@ -176,7 +176,9 @@ def _leading_max(expr: Expr, chunk: int) -> list[int]:
 def test_chunked_keeps_the_language_and_opens_with_a_full_chunk(lo: int, hi: int | None) -> None:
     c = 16
     x = lit("a")
-    expr = _chunked(Repeat(x, lo, hi), c)
+    pieces: list[Expr] = []
+    expr = _chunked(Repeat(x, lo, hi), c, pieces.append)
+    assert all((p.max or 0) <= c for p in pieces if isinstance(p, Repeat))  # one terminal each
     want = {n for n in range(lo, (hi if hi is not None else lo + 3) + 1)}
     got = {n for n in _lengths(expr) if hi is not None or n <= lo + 3}
     assert got == want
