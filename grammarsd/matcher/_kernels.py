@@ -64,8 +64,7 @@ REJECTED = 0
 UNKNOWN = -1
 OVERFLOW = -1
 MISSING = -2
-LOOPS_SOME = 1  # loop_sets: some byte loops on the state
-LOOPS_UTF8 = 2  # loop_sets: every multi-byte character loops back to the state
+RAD_INF = 0xFFFF  # chain_sets: an unbounded radius (uint16; trie heights saturate here too)
 POS = 0
 STAMP = 1
 MISS = 2
@@ -599,87 +598,192 @@ def fill_mask(  # noqa: ANN201
 
 
 @njit(cache=True, nogil=True)
-def loop_sets(
-    dfa_trans: np.ndarray, utf8_dfa: np.ndarray, loops: np.ndarray, kind: np.ndarray
+def chain_sets(
+    dfa_trans: np.ndarray,
+    utf8_dfa: np.ndarray,
+    steps: np.ndarray,
+    rad: np.ndarray,
+    rad_utf8: np.ndarray,
 ) -> None:
     """Per DFA state ``s``, what lets ``classify_tokens`` take a trie subtree whole.
 
-    ``loops[s]`` (uint64 [Q, 4], zero on entry) is the 256-bit set of bytes ``b`` with
-    ``dfa_trans[s, b] == s``. ``kind[s]`` (uint8 [Q]) has bit ``LOOPS_SOME`` iff that set is not
-    empty and bit ``LOOPS_UTF8`` iff every well-formed multi-byte UTF-8 character read from ``s``
-    keeps the DFA alive on each of its proper prefixes and ends back in ``s`` (``utf8_dfa`` is
-    ``tokenizer.trie.UTF8_DFA``; state 0 is the character boundary), checked exactly by a search
-    over (DFA state, UTF-8 state) pairs for the states that a lead byte keeps alive. States of kind
-    0 never take a subtree whole, so their walks skip the test.
+    The *successor* ``succ(s)`` is ``s`` itself when some byte loops on ``s``, else the live
+    target that the most ASCII bytes lead to (then the most bytes; ties go to the target that
+    reaches the top count first): a length-counting state k of a bounded string goes to k + 1. ``steps[s]`` (uint64 [Q, 4], zero
+    on entry) is the 256-bit set of bytes ``b`` with ``dfa_trans[s, b] == succ(s)``; ``rad[s]`` and
+    ``rad_utf8[s]`` (uint16 [Q]) are *radii*:
+
+    * every byte string over ``steps[s]`` of at most ``rad[s]`` bytes keeps the DFA alive from
+      ``s``;
+    * every string of at most ``rad_utf8[s]`` bytes whose ASCII bytes are in ``steps[s]`` and whose
+      other bytes are well-formed multi-byte UTF-8 characters (the last one possibly cut short)
+      keeps the DFA alive from ``s``.
+
+    Both are sound lower bounds from a recurrence along successors: ``rad[s] = 1 + rad[succ(s)]``
+    when ``steps[succ(s)]`` contains ``steps[s]`` (the first byte leads to ``succ(s)``, and the rest
+    is a string over ``steps[succ(s)]``), else 1, or 0 when ``s`` has no live byte. ``rad_utf8`` is
+    the same over the ASCII parts of the step sets, for *UTF-8 steps* only (0 elsewhere): states
+    where every multi-byte character keeps the DFA alive on each proper prefix and ends in
+    ``succ(s)`` (checked exactly by a search over (DFA state, UTF-8 state) pairs; ``utf8_dfa`` is
+    ``tokenizer.trie.UTF8_DFA``, state 0 = character boundary); a successor continues the chain
+    only if it is a UTF-8 step too. A chain that closes a cycle (a self-loop) has ``RAD_INF``
+    everywhere it reaches; finite radii are capped at ``RAD_INF - 1``, so a trie height saturated
+    at ``RAD_INF`` only passes an infinite radius. O(256 Q).
     """
     n_states = dfa_trans.shape[0]
     n_utf = utf8_dfa.shape[0]
+    succ = np.full(n_states, -1, dtype=np.int64)
+    utf8_step = np.zeros(n_states, dtype=np.uint8)
+    weight = np.zeros(n_states, dtype=np.int64)  # per target of s: 256 per ASCII byte, 1 per other
+    stamp = np.full(n_states, -1, dtype=np.int64)  # weight[t] is for the s being read
     seen = np.full((n_states, n_utf), -1, dtype=np.int64)  # stamp: the s being checked
     stack = np.empty((n_states * n_utf, 2), dtype=np.int64)
     for s in range(n_states):
-        kind[s] = 0
+        best = -1
         for b in range(256):
-            if dfa_trans[s, b] == s:
-                loops[s, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
-                kind[s] = LOOPS_SOME
-        if dfa_trans[s, 0xC2] < 0:  # a lead byte dies: not a UTF-8 loop (cheap, common reject)
-            continue
-        ok = True
-        top = 0
-        for b in range(0x80, 256):
-            u = utf8_dfa[0, b]
-            if u < 0:
-                continue
             t = dfa_trans[s, b]
             if t < 0:
-                ok = False
-                break
-            if seen[t, u] != s:
-                seen[t, u] = s
-                stack[top, 0] = t
-                stack[top, 1] = u
-                top += 1
-        while ok and top > 0:
-            top -= 1
-            t = stack[top, 0]
-            u = stack[top, 1]
-            for b in range(0x80, 0xC0):  # only continuation bytes leave a non-boundary state
-                u2 = utf8_dfa[u, b]
-                if u2 < 0:
-                    continue
-                t2 = dfa_trans[t, b]
-                if t2 < 0 or (u2 == 0 and t2 != s):
-                    ok = False
-                    break
-                if u2 != 0 and seen[t2, u2] != s:
-                    seen[t2, u2] = s
-                    stack[top, 0] = t2
-                    stack[top, 1] = u2
-                    top += 1
-        if ok:
-            kind[s] |= LOOPS_UTF8
+                continue
+            if stamp[t] != s:
+                stamp[t] = s
+                weight[t] = 0
+            weight[t] += 256 if b < 0x80 else 1
+            if best < 0 or weight[t] > weight[best]:
+                best = t
+        if best >= 0 and stamp[s] == s:
+            best = s
+        succ[s] = best
+        if best < 0:
+            continue
+        for b in range(256):
+            if dfa_trans[s, b] == best:
+                steps[s, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+        utf8_step[s] = _utf8_step(dfa_trans, utf8_dfa, s, best, seen, stack)
+    link = np.full(n_states, -1, dtype=np.int64)
+    base = np.zeros(n_states, dtype=np.int64)
+    for s in range(n_states):
+        t = succ[s]
+        if t >= 0:
+            base[s] = 1
+            if _contains(steps, t, s, 4):
+                link[s] = t
+    _chain_radii(link, base, rad)
+    for s in range(n_states):
+        t = succ[s]
+        link[s] = -1
+        base[s] = utf8_step[s]
+        if utf8_step[s] and t >= 0 and utf8_step[t] and _contains(steps, t, s, 2):
+            link[s] = t
+    _chain_radii(link, base, rad_utf8)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _subtree_stays(loops, kind, s, below, below_utf8, k):  # noqa: ANN001, ANN202
-    """Every token below trie node ``k`` keeps a DFA that is in state ``s`` at ``k`` alive.
+def _contains(steps, t, s, words):  # noqa: ANN001, ANN202
+    """The first ``words`` 64-bit words of ``steps[t]`` contain those of ``steps[s]`` (2: ASCII)."""
+    for w in range(words):
+        if steps[s, w] & ~steps[t, w]:
+            return False
+    return True
 
-    Sufficient, exact condition: the ASCII bytes below ``k`` all loop on ``s`` and either the
-    other bytes below ``k`` loop on ``s`` too, or every path below ``k`` is well-formed UTF-8 (a
-    prefix of it) and every multi-byte character loops back to ``s`` through live states."""
-    if below[k, 0] & ~loops[s, 0] or below[k, 1] & ~loops[s, 1]:
-        return False
-    if (below[k, 2] & ~loops[s, 2]) == 0 and (below[k, 3] & ~loops[s, 3]) == 0:
-        return True
-    return below_utf8[k] != 0 and kind[s] & LOOPS_UTF8 != 0
+
+@njit(cache=True, nogil=True)
+def _utf8_step(dfa_trans, utf8_dfa, s, target, seen, stack):  # noqa: ANN001, ANN202
+    """Every well-formed multi-byte character read from ``s`` keeps the DFA alive on each proper
+    prefix and ends in ``target``: a depth-first search over the (DFA state, UTF-8 state) pairs
+    that lead bytes reach (``seen`` stamped with ``s``, ``stack`` sized for every pair)."""
+    if dfa_trans[s, 0xC2] < 0:  # a lead byte dies (cheap, common reject)
+        return 0
+    top = 0
+    for b in range(0x80, 256):
+        u = utf8_dfa[0, b]
+        if u < 0:
+            continue
+        t = dfa_trans[s, b]
+        if t < 0:
+            return 0
+        if seen[t, u] != s:
+            seen[t, u] = s
+            stack[top, 0] = t
+            stack[top, 1] = u
+            top += 1
+    while top > 0:
+        top -= 1
+        t = stack[top, 0]
+        u = stack[top, 1]
+        for b in range(0x80, 0xC0):  # only continuation bytes leave a non-boundary state
+            u2 = utf8_dfa[u, b]
+            if u2 < 0:
+                continue
+            t2 = dfa_trans[t, b]
+            if t2 < 0 or (u2 == 0 and t2 != target):
+                return 0
+            if u2 != 0 and seen[t2, u2] != s:
+                seen[t2, u2] = s
+                stack[top, 0] = t2
+                stack[top, 1] = u2
+                top += 1
+    return 1
+
+
+@njit(cache=True, nogil=True)
+def _chain_radii(link, base, out):  # noqa: ANN001, ANN202
+    """``out[s] = base[s]`` where ``link[s] < 0``, else ``1 + out[link[s]]`` capped at
+    ``RAD_INF - 1``, and ``RAD_INF`` on every chain that reaches a cycle of links. Each state is
+    resolved once, by following its links to a resolved state, a chain end or a cycle."""
+    n = link.shape[0]
+    mark = np.zeros(n, dtype=np.uint8)  # 0: not seen, 1: on the current path, 2: resolved
+    path = np.empty(n, dtype=np.int64)
+    for s0 in range(n):
+        top = 0
+        s = s0
+        while s >= 0 and mark[s] == 0:
+            mark[s] = 1
+            path[top] = s
+            top += 1
+            s = link[s]
+        if s >= 0 and mark[s] == 1:  # the path closed a cycle at s: it and what follows on it
+            while True:
+                top -= 1
+                out[path[top]] = RAD_INF
+                mark[path[top]] = 2
+                if path[top] == s:
+                    break
+        for i in range(top - 1, -1, -1):
+            p = path[i]
+            t = link[p]
+            if t < 0:
+                out[p] = base[p]
+            elif out[t] == RAD_INF:
+                out[p] = RAD_INF
+            else:
+                out[p] = min(np.int64(out[t]) + 1, RAD_INF - 1)
+            mark[p] = 2
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _subtree_stays(steps, rad, rad_utf8, s, below, below_utf8, h, k):  # noqa: ANN001, ANN202
+    """Every token below trie node ``k`` (of height ``h``) keeps a DFA that is in state ``s`` at
+    ``k`` alive.
+
+    Sufficient, exact condition (see ``chain_sets``): the ASCII bytes below ``k`` are all in
+    ``steps[s]`` and either the other bytes below ``k`` are too and ``h <= rad[s]``, or every path
+    below ``k`` is well-formed UTF-8 (a prefix of it) and ``h <= rad_utf8[s]``. Evaluated without
+    branches: the outcome varies from node to node, and mispredicted branches cost more than the
+    few loads."""
+    ascii_out = (below[k, 0] & ~steps[s, 0]) | (below[k, 1] & ~steps[s, 1])
+    high_out = (below[k, 2] & ~steps[s, 2]) | (below[k, 3] & ~steps[s, 3])
+    plain = (high_out == 0) & (h <= rad[s])
+    utf8 = (below_utf8[k] != 0) & (h <= rad_utf8[s])
+    return (ascii_out == 0) & (plain | utf8)
 
 
 @njit(cache=True, nogil=True)
 def classify_tokens(
     dfa_trans: np.ndarray,
     dfa_info: np.ndarray,
-    loops: np.ndarray,
-    kind: np.ndarray,
+    steps: np.ndarray,
+    rad: np.ndarray,
+    rad_utf8: np.ndarray,
     q: int,
     budget: int,
     max_depth: int,
@@ -690,6 +794,7 @@ def classify_tokens(
     tok_ids: np.ndarray,
     below: np.ndarray,
     below_utf8: np.ndarray,
+    height: np.ndarray,
     token_indptr: np.ndarray,
     token_data: np.ndarray,
     accepted: np.ndarray,
@@ -701,12 +806,14 @@ def classify_tokens(
     Writes accepted token ids (the DFA stays alive over all their bytes) to ``accepted`` in byte
     order and uncertain ones (the DFA accepted after one byte or more, then died) to ``uncertain``
     in byte order, with ``lcp`` = common prefix length with the previous uncertain token. The rest
-    are rejected. Where ``_subtree_stays`` holds at a live node (``loops`` / ``kind`` from
-    ``loop_sets``, ``below`` / ``below_utf8`` from the trie), the node's whole subtree is accepted
-    at once, one id range, and the walk jumps past it; the output is the same as without the jump
-    (all-zero ``kind`` turns it off). Covers at most ``budget`` trie nodes (a subtree taken whole
-    counts all its nodes, so the bound means what it means without the jumps). Returns both counts and the number of subtrees taken whole, or
-    (-1, -1, -1) when the budget runs out first.
+    are rejected. Where ``_subtree_stays`` holds at a live node (``steps`` / ``rad`` /
+    ``rad_utf8`` from ``chain_sets``, ``below`` / ``below_utf8`` / ``height`` from the trie), the
+    node's whole subtree is accepted at once, one id range, and the walk jumps past it: inside a
+    JSON string body (a loop) or a ``maxLength`` string (a chain of counting states) most of the
+    trie is never visited. The output is the same as without the jumps (all-zero radii turn them
+    off). Covers at most ``budget`` trie nodes (a subtree taken whole counts all its nodes, so the
+    bound means what it means without the jumps). Returns both counts and the number of subtrees
+    taken whole, or (-1, -1, -1) when the budget runs out first.
     """
     stack = np.empty(max_depth + 2, dtype=np.int64)
     seen_accept = np.zeros(stack.shape[0], dtype=np.uint8)
@@ -725,11 +832,8 @@ def classify_tokens(
         s2 = dfa_trans[stack[d - 1], byte[k]]
         if s2 >= 0:
             end = nxt[k]
-            if (
-                kind[s2] != 0
-                and end > k + 1
-                and _subtree_stays(loops, kind, s2, below, below_utf8, k)
-            ):
+            h = height[k]
+            if (h > 0) & _subtree_stays(steps, rad, rad_utf8, s2, below, below_utf8, h, k):
                 skipped += 1
                 visited += end - k - 1
                 if visited > budget:

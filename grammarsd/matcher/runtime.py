@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 CHEAP_WALK_NODES = 2048  # trie nodes a walk may visit before the row is looked up by signature
 _SIG_MAX_STATES = 4096  # bigger sub-automata are not shared: a signature costs ~256 reads per state
 _SIG_MAX_INTS = 1 << 16  # bound on one signature (4 ints per byte run, 1 per state)
-SKIP_SUBTREES = True  # walks take whole trie subtrees (``_kernels.loop_sets``); read per MaskCache
+SKIP_SUBTREES = True  # walks take whole trie subtrees (``_kernels.chain_sets``); read per MaskCache
 
 
 def _grow(a: np.ndarray, need: int) -> np.ndarray:
@@ -70,11 +70,13 @@ class MaskCache:
         self.walks = 0  # rows computed by a full trie walk (the rest were cheap, copied or shared)
         self.skipped_subtrees = 0  # trie subtrees taken whole by this cache's walks
         n_states = tables.dfa_trans.shape[0]
-        # per-state loop sets (``_kernels.loop_sets``); kind all zero: no subtree is taken whole
-        self._loops = np.zeros((n_states, 4), dtype=np.uint64)
-        self._loop_kind = np.zeros(n_states, dtype=np.uint8)
+        # per-state step sets and radii (``_kernels.chain_sets``); radii all zero: no subtree is
+        # taken whole
+        self._steps = np.zeros((n_states, 4), dtype=np.uint64)
+        self._rad = np.zeros(n_states, dtype=np.uint16)
+        self._rad_utf8 = np.zeros(n_states, dtype=np.uint16)
         if SKIP_SUBTREES:
-            K.loop_sets(tables.dfa_trans, UTF8_DFA, self._loops, self._loop_kind)
+            K.chain_sets(tables.dfa_trans, UTF8_DFA, self._steps, self._rad, self._rad_utf8)
         self.arrays = K.Cache(
             index=np.full(tables.dfa_trans.shape[0], -1, dtype=np.int32),
             rows=np.zeros((16, 6), dtype=np.int64),
@@ -98,11 +100,11 @@ class MaskCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of what the cache owns besides its rows (``arrays``): per-state loop sets,
-        signature buffers and the vocabulary-sized scratch of the row builders."""
-        owned = (self._loops, self._loop_kind, self._sig_label, self._sig_order, self._sig_out,
-                 self._scratch_acc, self._scratch_unc, self._scratch_unc_lcp, self._scratch_tok,
-                 self._scratch_lcp, self._scratch_cls)
+        """Bytes of what the cache owns besides its rows (``arrays``): per-state step sets and
+        radii, signature buffers and the vocabulary-sized scratch of the row builders."""
+        owned = (self._steps, self._rad, self._rad_utf8, self._sig_label, self._sig_order,
+                 self._sig_out, self._scratch_acc, self._scratch_unc, self._scratch_unc_lcp,
+                 self._scratch_tok, self._scratch_lcp, self._scratch_cls)  # fmt: skip
         return sum(a.nbytes for a in owned)
 
     @property
@@ -150,8 +152,9 @@ class MaskCache:
         n_acc, n_unc, skipped = K.classify_tokens(
             self._tables.dfa_trans,
             self._tables.dfa_info,
-            self._loops,
-            self._loop_kind,
+            self._steps,
+            self._rad,
+            self._rad_utf8,
             q,
             budget if budget >= 0 else trie.num_nodes,
             trie.max_depth,
@@ -162,6 +165,7 @@ class MaskCache:
             trie.tok_ids,
             trie.below,
             trie.below_utf8,
+            trie.height,
             self._indptr,
             self._data,
             self._scratch_acc,

@@ -12,13 +12,15 @@ The root is implicit (it has no byte); node arrays cover depth >= 1.
     below     uint64 [num_nodes, 4] the 256-bit set of bytes on the edges strictly below the node
     below_utf8 uint8 [num_nodes]    1 iff every path below the node, read from a character boundary,
                                     is a prefix of well-formed UTF-8 (``UTF8_DFA`` stays alive)
+    height    uint16 [num_nodes]    bytes on the longest path strictly below the node (0 for a leaf),
+                                    saturated at ``HEIGHT_MAX`` (a true height may be larger there)
 
 Tokens with empty bytes (special and padding ids) are not in the trie. Because of the preorder, the
 ids of every token in node ``k``'s subtree (``k`` included) are ``tok_ids[tok_ptr[k]:tok_ptr[next[k]]]``,
-in byte order. ``below`` and ``below_utf8`` let a walk take a whole subtree at once: if an automaton
-stays alive on every string the subtree may append (see ``matcher._kernels.classify_tokens``), no
-node below needs a visit. They cost 33 bytes per node (~9 MB for Llama-3's 275k nodes), once per
-tokenizer.
+in byte order. ``below``, ``below_utf8`` and ``height`` let a walk take a whole subtree at once: if
+an automaton stays alive on every string of at most ``height`` bytes that the subtree's byte sets
+allow (see ``matcher._kernels.classify_tokens``), no node below needs a visit. They cost 35 bytes per
+node (~9.6 MB for Llama-3's 275k nodes), once per tokenizer.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import numpy as np
 
 UTF8_BOUNDARY = 0  # UTF8_DFA state between characters
 UTF8_STATES = 8
+HEIGHT_MAX = 0xFFFF  # ``height`` saturates here (uint16)
 
 
 def _utf8_dfa() -> np.ndarray:
@@ -59,12 +62,13 @@ def _utf8_dfa() -> np.ndarray:
 UTF8_DFA = _utf8_dfa()
 
 
-def _subtree_bytes(
+def _subtree_summaries(
     byte: np.ndarray, depth: np.ndarray, parent: np.ndarray, max_depth: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """``below`` and ``below_utf8`` (see the module docstring), one vectorised pass per depth from
-    the deepest level up: a node's sets come from its children's."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``below``, ``below_utf8`` and ``height`` (see the module docstring), one vectorised pass per
+    depth from the deepest level up: a node's summaries come from its children's."""
     n = byte.shape[0]
+    height = np.zeros(n, dtype=np.int64)
     below = np.zeros((n, 4), dtype=np.uint64)
     own = np.zeros((n, 4), dtype=np.uint64)  # the node's own edge byte as a set
     own[np.arange(n), byte >> 6] = np.uint64(1) << (byte & 63).astype(np.uint64)
@@ -74,6 +78,7 @@ def _subtree_bytes(
         kids = np.nonzero(depth == d)[0]
         up = parent[kids]
         np.bitwise_or.at(below, up, below[kids] | own[kids])
+        np.maximum.at(height, up, height[kids] + 1)
         enter = np.zeros(kids.shape[0], dtype=np.int64)  # bit u: kid's edge then its paths, from u
         for u in range(UTF8_STATES):
             to = UTF8_DFA[u, byte[kids]].astype(np.int64)
@@ -81,7 +86,7 @@ def _subtree_bytes(
             enter |= alive.astype(np.int64) << u
         np.bitwise_and.at(safe, up, enter)
     below_utf8 = ((safe >> UTF8_BOUNDARY) & 1).astype(np.uint8)
-    return below, below_utf8
+    return below, below_utf8, np.minimum(height, HEIGHT_MAX).astype(np.uint16)
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,7 @@ class TokenTrie:
     max_depth: int
     below: np.ndarray
     below_utf8: np.ndarray
+    height: np.ndarray
 
     @property
     def num_nodes(self) -> int:
@@ -103,7 +109,7 @@ class TokenTrie:
     def nbytes(self) -> int:
         """Bytes held by the trie's arrays."""
         arrays = (self.byte, self.depth, self.next, self.tok_ptr, self.tok_ids, self.below,
-                  self.below_utf8)  # fmt: skip
+                  self.below_utf8, self.height)  # fmt: skip
         return sum(a.nbytes for a in arrays)
 
     @classmethod
@@ -144,7 +150,7 @@ class TokenTrie:
         byte = np.asarray(node_byte, dtype=np.uint8)
         depth = np.asarray(node_depth, dtype=np.int32)
         max_depth = max(node_depth, default=0)
-        below, below_utf8 = _subtree_bytes(
+        below, below_utf8, height = _subtree_summaries(
             byte, depth, np.asarray(node_parent, dtype=np.int64), max_depth
         )
         return cls(
@@ -156,4 +162,5 @@ class TokenTrie:
             max_depth=max_depth,
             below=below,
             below_utf8=below_utf8,
+            height=height,
         )

@@ -1,16 +1,20 @@
 """The row-building trie walk that takes whole subtrees (``_kernels.classify_tokens``).
 
 Oracles: a per-token DFA run in plain Python for the rows (accepted / uncertain / rejected), Python's
-own UTF-8 codec for the trie's ``below_utf8`` and for ``loop_sets``' multi-byte check, and plain
-set arithmetic on token bytes for ``below``. Each walk is also checked to have skipped subtrees, so
-the tests fail if the acceleration silently stops working.
+own UTF-8 codec for the trie's ``below_utf8`` and for ``chain_sets``' multi-byte check, plain set
+arithmetic and lengths on token bytes for ``below`` and ``height``, and a breadth-first search over
+every string of the step set (bytes, or Python-encoded characters) for ``chain_sets``' radii. Walks
+in looping and in length-counting states are also checked to have skipped subtrees, so the tests
+fail if the acceleration silently stops working.
 """
 
 from __future__ import annotations
 
 import codecs
 import functools
+import heapq
 import random
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -29,11 +33,12 @@ from grammarsd.tokenizer.trie import UTF8_DFA, TokenTrie
 PIECES = [b"a", b"b", b" ", b'"', b"\\", "é".encode(), "€".encode(), "😀".encode(), "\ud7ff".encode(),
           b"\xc3", b"\xa9", b"\xe2\x82", b"\x9f\x98\x80", b"\xed\xa0\x80", b"\xff"]  # fmt: skip
 STRING_BODY = r'"[^"\\]*"'  # its second DFA state loops on printable ASCII and every character
+COUNTED = r'[^"\\]{0,20}'  # state k (k characters read) steps to k + 1 on every character
 
 
-def _toy_tokens(seed: int, n: int = 300) -> list[bytes]:
+def _toy_tokens(seed: int, n: int = 300, pieces: list[bytes] = PIECES) -> list[bytes]:
     rng = random.Random(seed)
-    toks = {b"".join(rng.choices(PIECES, k=rng.randint(1, 4))) for _ in range(n)}
+    toks = {b"".join(rng.choices(pieces, k=rng.randint(1, 4))) for _ in range(n)}
     return [b"", *sorted(toks)]  # id 0: EOS
 
 
@@ -71,20 +76,34 @@ def _walk(
 ) -> tuple[list[int], list[int], np.ndarray, int]:
     """The kernel's row: accepted ids (sorted), uncertain ids (as written), their lcp, skips."""
     n_states = trans.shape[0]
-    loops = np.zeros((n_states, 4), dtype=np.uint64)
-    kind = np.zeros(n_states, dtype=np.uint8)
-    if skip:
-        K.loop_sets(trans, UTF8_DFA, loops, kind)
+    steps, rad, rad_utf8 = _chain_sets(trans) if skip else _no_chains(n_states)
     dfa_info = np.zeros((n_states, 3), dtype=np.int32)
     dfa_info[:, 0] = accept
     v = info.vocab_size
     out = [np.empty(v, dtype=np.int32) for _ in range(3)]
     n_acc, n_unc, skipped = K.classify_tokens(
-        trans, dfa_info, loops, kind, q, trie.num_nodes if budget is None else budget, trie.max_depth, trie.byte, trie.depth,
-        trie.next, trie.tok_ptr, trie.tok_ids, trie.below, trie.below_utf8,
-        info.token_indptr, info.token_data, *out,
+        trans, dfa_info, steps, rad, rad_utf8, q, trie.num_nodes if budget is None else budget,
+        trie.max_depth, trie.byte, trie.depth, trie.next, trie.tok_ptr, trie.tok_ids, trie.below,
+        trie.below_utf8, trie.height, info.token_indptr, info.token_data, *out,
     )  # fmt: skip
     return sorted(out[0][:n_acc].tolist()), out[1][:n_unc].tolist(), out[2][:n_unc], skipped
+
+
+def _no_chains(n_states: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Empty step sets and zero radii: ``chain_sets``' output shape, taking no subtree whole."""
+    return (np.zeros((n_states, 4), dtype=np.uint64), np.zeros(n_states, dtype=np.uint16),
+            np.zeros(n_states, dtype=np.uint16))  # fmt: skip
+
+
+def _chain_sets(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    steps, rad, rad_utf8 = _no_chains(trans.shape[0])
+    K.chain_sets(trans, UTF8_DFA, steps, rad, rad_utf8)
+    return steps, rad, rad_utf8
+
+
+def _members(bits: np.ndarray) -> set[int]:
+    """The bytes of a 256-bit set (uint64 [4])."""
+    return {b for b in range(256) if int(bits[b >> 6]) >> (b & 63) & 1}
 
 
 def _lcp(token_bytes: list[bytes], ids: list[int]) -> list[int]:
@@ -115,10 +134,23 @@ def _check_row(
 
 
 @functools.cache
-def _string_body_dfa() -> tuple[np.ndarray, np.ndarray]:
+def _regex_dfa(pattern: str) -> tuple[np.ndarray, np.ndarray]:
     vocab = TokenizerInfo.from_token_bytes([b"", b"a"], eos_ids=[0], special_ids=[0])
-    t = gs.compile_regex(STRING_BODY, vocab, cache=False).tables
+    t = gs.compile_regex(pattern, vocab, cache=False).tables
+    assert t.term_start.tolist() == [0]
     return t.dfa_trans, t.dfa_accept.astype(np.int32)
+
+
+def _string_body_dfa() -> tuple[np.ndarray, np.ndarray]:
+    return _regex_dfa(STRING_BODY)
+
+
+def _chain(trans: np.ndarray, start: int, b: int) -> list[int]:
+    """States visited from ``start`` reading byte ``b`` until it dies or loops."""
+    out = [start]
+    while trans[out[-1], b] >= 0 and trans[out[-1], b] not in out:
+        out.append(int(trans[out[-1], b]))
+    return out
 
 
 @functools.cache
@@ -132,17 +164,87 @@ def _utf8_characters() -> dict[int, np.ndarray]:
     return {n: np.frombuffer(b"".join(v), dtype=np.uint8).reshape(-1, n) for n, v in by_len.items()}
 
 
-def _utf8_loop_oracle(trans: np.ndarray, s: int) -> bool:
-    """Every multi-byte character keeps s's DFA alive on each byte and returns to s."""
+def _utf8_step_oracle(trans: np.ndarray, s: int, target: int) -> bool:
+    """Every multi-byte character keeps s's DFA alive on each byte and ends in ``target``."""
     for chars in _utf8_characters().values():
         state = np.full(chars.shape[0], s, dtype=np.int64)
         for col in range(chars.shape[1]):
             if (state < 0).any():
                 return False
             state = trans[state, chars[:, col]]
-        if (state != s).any():
+        if (state != target).any():
             return False
     return True
+
+
+def _distinct_characters(trans: np.ndarray) -> dict[int, np.ndarray]:
+    """One multi-byte character per distinct behaviour under ``trans``: bytes with equal columns
+    act alike, so characters with equal column sequences do too."""
+    _, column = np.unique(trans.T, axis=0, return_inverse=True)
+    out = {}
+    for n, chars in _utf8_characters().items():
+        _, first = np.unique(column.ravel()[chars], axis=0, return_index=True)
+        out[n] = chars[first]
+    return out
+
+
+def _radius_holds(
+    trans: np.ndarray, s: int, single: set[int], r: int, chars: dict[int, np.ndarray]
+) -> bool:
+    """Every string of at most ``r`` bytes (``RAD_INF``: any length) made of the bytes ``single`` and
+    of the characters ``chars`` (the last one possibly cut short) keeps s's DFA alive: a shortest-
+    path search over the DFA states reached at character boundaries, each expanded by every
+    allowed byte and character prefix that still fits in ``r``."""
+    best = {s: 0}
+    heap = [(0, s)]
+    while heap:
+        m, p = heapq.heappop(heap)
+        if m > best[p] or m >= r:
+            continue
+        ends: list[tuple[int, int]] = [(int(trans[p, b]), m + 1) for b in single]
+        for n, group in chars.items():
+            state = np.full(group.shape[0], p, dtype=np.int64)
+            for col in range(min(n, r - m)):
+                state = trans[state, group[:, col]]
+                if (state < 0).any():
+                    return False
+            if n <= r - m:
+                ends += [(int(t), m + n) for t in np.unique(state)]
+        for t, depth in ends:
+            if t < 0:
+                return False
+            if depth < best.get(t, r):
+                best[t] = depth
+                heapq.heappush(heap, (depth, t))
+    return True
+
+
+def _check_chain_sets(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Assert ``chain_sets``' output is what its docstring promises, against the oracles above."""
+    steps, rad, rad_utf8 = _chain_sets(trans)
+    chars = _distinct_characters(trans)
+    for s in range(trans.shape[0]):
+        members = _members(steps[s])
+        live = [b for b in range(256) if trans[s, b] >= 0]
+        if not live:
+            assert not members and rad[s] == rad_utf8[s] == 0
+            continue
+        succ = int(trans[s, min(members)])
+        assert members == {b for b in live if trans[s, b] == succ}  # one successor, all its bytes
+        if any(trans[s, b] == s for b in live):
+            assert succ == s  # a self-loop wins
+        else:  # the most ASCII bytes, then the most bytes
+            weight = {int(trans[s, b]): [0, 0] for b in live}
+            for b in live:
+                weight[int(trans[s, b])][0] += b < 0x80
+                weight[int(trans[s, b])][1] += 1
+            assert weight[succ] == max(weight.values())
+        assert rad[s] >= 1
+        assert bool(rad_utf8[s]) == _utf8_step_oracle(trans, s, succ), s
+        ascii_members = {b for b in members if b < 0x80}
+        assert _radius_holds(trans, s, members, int(rad[s]), {}), s
+        assert _radius_holds(trans, s, ascii_members, int(rad_utf8[s]), chars), s
+    return steps, rad, rad_utf8
 
 
 # --------------------------------------------------------------------------- the trie's byte sets
@@ -159,8 +261,8 @@ def test_subtree_byte_sets_match_the_tokens_below(seed: int) -> None:
         node = b"".join(prefix)
         tails = [t[len(node) :] for t in tb if t.startswith(node)]
         expected = {b for tail in tails for b in tail}
-        got = {b for b in range(256) if int(trie.below[k, b >> 6]) >> (b & 63) & 1}
-        assert got == expected, node
+        assert _members(trie.below[k]) == expected, node
+        assert trie.height[k] == max(len(tail) for tail in tails), node
         decoder_ok = True
         for tail in tails:
             try:
@@ -169,37 +271,50 @@ def test_subtree_byte_sets_match_the_tokens_below(seed: int) -> None:
                 decoder_ok = False
         assert bool(trie.below_utf8[k]) == decoder_ok, node
     assert 0 < trie.below_utf8.sum() < trie.num_nodes  # both outcomes occur
-    assert trie.nbytes >= trie.below.nbytes + trie.below_utf8.nbytes
+    assert trie.height.max() == max(map(len, tb)) - 1 and trie.height.dtype == np.uint16
+    assert trie.nbytes >= trie.below.nbytes + trie.below_utf8.nbytes + trie.height.nbytes
 
 
-# --------------------------------------------------------------------------- loop sets
+# --------------------------------------------------------------------------- step sets and radii
 
 
-def test_loop_sets_of_a_string_body() -> None:
+def test_chain_sets_of_a_string_body() -> None:
     trans, _ = _string_body_dfa()
-    n = trans.shape[0]
-    loops = np.zeros((n, 4), dtype=np.uint64)
-    kind = np.zeros(n, dtype=np.uint8)
-    K.loop_sets(trans, UTF8_DFA, loops, kind)
-    for s in range(n):
-        members = {b for b in range(256) if int(loops[s, b >> 6]) >> (b & 63) & 1}
-        assert members == {b for b in range(256) if trans[s, b] == s}
-        assert bool(kind[s] & K.LOOPS_UTF8) == _utf8_loop_oracle(trans, s)
-        assert bool(kind[s] & K.LOOPS_SOME) == bool(members)
+    steps, rad, rad_utf8 = _check_chain_sets(trans)
     body = int(trans[0, ord('"')])
-    assert (
-        kind[body] == K.LOOPS_SOME | K.LOOPS_UTF8
-    )  # RFC 8259: unescaped = %x20-21 / %x23-5B / %x5D-10FFFF
-    assert {b for b in range(128) if int(loops[body, b >> 6]) >> (b & 63) & 1} == set(
-        range(128)
-    ) - {ord('"'), ord("\\")}
+    assert rad[body] == rad_utf8[body] == K.RAD_INF  # it loops, on every character too
+    assert {b for b in _members(steps[body]) if b < 0x80} == set(range(0x80)) - {
+        ord('"'),
+        ord("\\"),
+    }
 
 
-def _perturbed(seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """The string-body DFA with a few transitions redirected at random (most of them live
+@pytest.mark.parametrize(
+    ("pattern", "length", "radius"),
+    [
+        (COUNTED, 21, lambda k: 20 - k),  # state k steps to k + 1 on every character
+        (r"[a-z]{3,40}", 41, lambda k: 40 - k),  # ASCII only: no UTF-8 steps
+        (r"a{5}[a-z]*", 6, lambda k: K.RAD_INF),  # the chain ends in a loop that takes it all
+    ],
+)
+def test_chain_sets_of_counting_dfas(
+    pattern: str, length: int, radius: Callable[[int], int]
+) -> None:
+    trans, _ = _regex_dfa(pattern)
+    steps, rad, rad_utf8 = _check_chain_sets(trans)
+    chain = _chain(trans, 0, ord("a"))
+    assert len(chain) == length
+    assert [int(rad[q]) for q in chain[:-1]] == [radius(k) for k in range(length - 1)]
+    utf8 = pattern == COUNTED
+    expected = [radius(k) if utf8 else 0 for k in range(length - 1)]
+    assert [int(rad_utf8[q]) for q in chain[:-1]] == expected
+
+
+def _perturbed(seed: int, pattern: str = STRING_BODY) -> tuple[np.ndarray, np.ndarray]:
+    """The DFA of ``pattern`` with a few transitions redirected at random (most of them live
     transitions on bytes >= 0x80, which make up the multi-byte characters) and random accept
     flags."""
-    trans, accept = _string_body_dfa()
+    trans, accept = _regex_dfa(pattern)
     trans, accept = trans.copy(), accept.copy()
     rng = random.Random(seed)
     n = trans.shape[0]
@@ -215,45 +330,37 @@ def _perturbed(seed: int) -> tuple[np.ndarray, np.ndarray]:
     return trans, accept
 
 
-@pytest.mark.parametrize("seed", range(10))
-def test_loop_sets_of_perturbed_dfas_match_the_utf8_oracle(seed: int) -> None:
-    trans, _ = _perturbed(seed)
-    n = trans.shape[0]
-    loops = np.zeros((n, 4), dtype=np.uint64)
-    kind = np.zeros(n, dtype=np.uint8)
-    K.loop_sets(trans, UTF8_DFA, loops, kind)
-    for s in range(n):
-        assert bool(kind[s] & K.LOOPS_UTF8) == _utf8_loop_oracle(trans, s), s
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("pattern", [STRING_BODY, r'[^"\\]{0,6}'])
+def test_chain_sets_of_perturbed_dfas_match_the_oracles(pattern: str, seed: int) -> None:
+    _check_chain_sets(_perturbed(seed, pattern)[0])
 
 
 # first and last bytes of each UTF-8 byte range (Unicode Table 3-7)
 BOUNDARY_BYTES = (0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC2, 0xDF, 0xE0, 0xE1, 0xED, 0xEE, 0xF0, 0xF4)  # fmt: skip
 
 
-def test_loop_sets_notice_any_broken_character_transition() -> None:
-    """Redirect one live multi-byte transition of the string body to a dead or wrong state: the
-    body no longer loops on every character, and ``loop_sets`` must say so like the oracle."""
-    clean, _ = _string_body_dfa()
-    body = int(clean[0, ord('"')])
-    n = clean.shape[0]
-    cases = 0
-    for s in range(1, n):
+@pytest.mark.parametrize("pattern", [STRING_BODY, r'[^"\\]{0,3}'])
+def test_chain_sets_notice_any_broken_character_transition(pattern: str) -> None:
+    """Redirect one live multi-byte transition to a dead or wrong state: where the first state
+    no longer steps on every character to its successor, ``chain_sets`` must say so like the
+    oracle."""
+    clean, _ = _regex_dfa(pattern)
+    first = int(clean[0, ord('"')]) if pattern == STRING_BODY else 0
+    succ = int(clean[first, ord("a")])  # ASCII decides the successor; these edits keep it
+    broken = 0
+    for s in range(clean.shape[0]):
         for b in BOUNDARY_BYTES:
             if clean[s, b] < 0:
                 continue
             for target in (-1, 0):
                 trans = clean.copy()
                 trans[s, b] = target
-                loops = np.zeros((n, 4), dtype=np.uint64)
-                kind = np.zeros(n, dtype=np.uint8)
-                K.loop_sets(trans, UTF8_DFA, loops, kind)
-                assert kind[body] & K.LOOPS_UTF8 == _utf8_loop_oracle(trans, body) == 0, (
-                    s,
-                    hex(b),
-                    target,
-                )
-                cases += 1
-    assert cases > 40
+                _, _, rad_utf8 = _chain_sets(trans)
+                expected = _utf8_step_oracle(trans, first, succ)
+                assert bool(rad_utf8[first]) == expected, (s, hex(b), target)
+                broken += not expected
+    assert broken > 20
 
 
 # --------------------------------------------------------------------------- rows
@@ -268,11 +375,36 @@ def test_rows_of_perturbed_string_bodies_equal_the_per_token_oracle(seed: int) -
         _check_row(trans, accept, q, info, trie)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_rows_of_perturbed_counting_dfas_equal_the_per_token_oracle(seed: int) -> None:
+    info = TokenizerInfo.from_token_bytes(_toy_tokens(seed), eos_ids=[0], special_ids=[0])
+    trie = TokenTrie.from_token_bytes(info.token_bytes)
+    trans, accept = _perturbed(seed, COUNTED)
+    for q in range(trans.shape[0]):
+        _check_row(trans, accept, q, info, trie)
+
+
 def test_the_string_body_row_skips_subtrees() -> None:
     info = TokenizerInfo.from_token_bytes(_toy_tokens(3), eos_ids=[0], special_ids=[0])
     trie = TokenTrie.from_token_bytes(info.token_bytes)
     trans, accept = _string_body_dfa()
     assert _check_row(trans, accept, int(trans[0, ord('"')]), info, trie) > 0
+
+
+@pytest.mark.parametrize("pattern", [COUNTED, r"[a-z ]{3,30}", r'[^"\\]{5}[^"\\]*'])
+def test_counting_rows_skip_subtrees(pattern: str) -> None:
+    """Every state of the counting chain has the oracle's row, and states with room for a whole
+    token (toy tokens have at most 16 bytes) take subtrees whole, multi-byte ones included."""
+    ascii_words = _toy_tokens(5, 100, [b"a", b"b", b" "])[1:]  # ASCII-only subtrees occur too
+    info = TokenizerInfo.from_token_bytes(
+        _toy_tokens(5) + ascii_words, eos_ids=[0], special_ids=[0]
+    )
+    trie = TokenTrie.from_token_bytes(info.token_bytes)
+    trans, accept = _regex_dfa(pattern)
+    chain = _chain(trans, 0, ord("a"))
+    assert len(chain) > 5
+    skips = [_check_row(trans, accept, q, info, trie) for q in chain]
+    assert all(n > 0 for n in skips[:3])
 
 
 @st.composite
@@ -287,13 +419,33 @@ def looping_dfas(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
     return trans, accept
 
 
+@st.composite
+def counting_dfas(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    """Random DFAs where most bytes step to the next state (a counter), some of them through
+    a multi-byte character's continuation state, with a few other targets and loops."""
+    n = draw(st.integers(2, 12))
+    trans = np.full((n + 1, 256), -1, dtype=np.int32)  # state n: inside "é" / "ê" (C3 ..)
+    for s in range(n):
+        nxt = min(s + 1, n - 1)
+        for b in (ord("a"), ord("b"), ord(" "), ord('"'), 0xC3):
+            trans[s, b] = draw(st.sampled_from([nxt, nxt, nxt, -1, s, *range(n)]))
+    cont = draw(st.sampled_from(range(n)))  # where C3 A9 / C3 AA land
+    trans[n, 0xA9] = cont
+    trans[n, 0xAA] = draw(st.sampled_from([cont, cont, -1, *range(n)]))
+    for s in range(n):
+        if trans[s, 0xC3] >= 0:
+            trans[s, 0xC3] = n
+    accept = np.array([draw(st.booleans()) for _ in range(n + 1)], dtype=np.int32)
+    return trans, accept
+
+
 TOY = TokenizerInfo.from_token_bytes(_toy_tokens(7), eos_ids=[0], special_ids=[0])
 TOY_TRIE = TokenTrie.from_token_bytes(TOY.token_bytes)
 
 
 @settings(max_examples=60, deadline=None)
-@given(looping_dfas())
-def test_rows_of_random_looping_dfas_equal_the_per_token_oracle(
+@given(st.one_of(looping_dfas(), counting_dfas()))
+def test_rows_of_random_dfas_equal_the_per_token_oracle(
     dfa: tuple[np.ndarray, np.ndarray],
 ) -> None:
     trans, accept = dfa
@@ -318,34 +470,60 @@ def test_a_full_loop_takes_every_depth_one_subtree() -> None:
         )
 
 
+def test_a_counter_takes_exactly_the_subtrees_that_fit() -> None:
+    """A counter over every byte that dies after r bytes takes a node at depth d whole iff the
+    tokens below it have at most r - d more bytes (the topmost such node only)."""
+    r = 4
+    trans = np.full((r + 1, 256), -1, dtype=np.int32)
+    for s in range(r):
+        trans[s, :] = s + 1
+    skipped = _check_row(trans, np.zeros(r + 1, np.int32), 0, TOY, TOY_TRIE)
+    toks = [t for t in TOY.token_bytes if t]
+    prefixes = {t[:d] for t in toks for d in range(1, len(t) + 1)}
+
+    def taken(p: bytes) -> bool:
+        height = max(len(t) for t in toks if t.startswith(p)) - len(p)
+        return len(p) <= r and 1 <= height <= r - len(p)
+
+    expected = [p for p in prefixes if taken(p) and not any(taken(p[:i]) for i in range(1, len(p)))]
+    assert skipped == len(expected) > 0
+
+
 # --------------------------------------------------------------------------- real grammars, Llama-3
 
 
+def _json_string_chain(compiled: gs.CompiledGrammar) -> list[int]:
+    """The longest chain of states that "a" leads through: in a JSON string with a maxLength,
+    a ``\\u`` escape's hex digits, then the counting states (at least one character read)."""
+    trans = compiled.tables.dfa_trans
+    return max((_chain(trans, q, ord("a")) for q in range(trans.shape[0])), key=len)
+
+
 def test_llama3_json_rows_equal_the_per_token_oracle(llama3_info: TokenizerInfo) -> None:
-    schema = {"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "number"}}}
+    schema = {"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "number"},
+                                               "c": {"type": "string", "maxLength": 24}}}  # fmt: skip
     compiled = gs.compile_json_schema(schema, llama3_info, cache=False)
     trie = compiled.trie
     trans = compiled.tables.dfa_trans
     accept = compiled.tables.dfa_accept.astype(np.int32)
-    n = trans.shape[0]
-    loops = np.zeros((n, 4), dtype=np.uint64)
-    kind = np.zeros(n, dtype=np.uint8)
-    K.loop_sets(trans, UTF8_DFA, loops, kind)
-    loop_sizes = [sum(bin(int(w)).count("1") for w in loops[s]) for s in range(n)]
-    body = max(range(n), key=lambda s: (kind[s] & K.LOOPS_UTF8, loop_sizes[s]))  # the string body
-    number = max(
-        (s for s in range(n) if not kind[s] & K.LOOPS_UTF8), key=lambda s: loop_sizes[s]
-    )  # digits
-    assert kind[body] & K.LOOPS_UTF8 and loop_sizes[body] > 90 and loop_sizes[number] >= 10
-    for q in (body, number):
-        skipped = _check_row(trans, accept, q, llama3_info, trie)
-        assert skipped > (1000 if q == body else 5)
+    steps, rad, rad_utf8 = _chain_sets(trans)
+    sizes = [len(_members(steps[s])) for s in range(trans.shape[0])]
+    looping = [s for s in range(trans.shape[0]) if rad[s] == K.RAD_INF]
+    body = max(looping, key=lambda s: (rad_utf8[s], sizes[s]))  # the string body
+    number = max((s for s in looping if not rad_utf8[s]), key=lambda s: sizes[s])  # digits
+    assert rad_utf8[body] == K.RAD_INF and sizes[body] > 90 and sizes[number] >= 10
+    counting = [q for q in _json_string_chain(compiled) if rad_utf8[q]]  # 1..23 characters read
+    assert [int(rad_utf8[q]) for q in counting] == list(range(23, 0, -1))
+    assert [int(rad[q]) for q in counting] == list(range(23, 0, -1))
+    for q, least in ((body, 1000), (number, 5), (counting[0], 1000), (counting[-4], 100)):
+        assert _check_row(trans, accept, q, llama3_info, trie) > least
 
 
+@pytest.mark.parametrize("string", [{"type": "string"}, {"type": "string", "maxLength": 40}])
 def test_mask_cache_counts_skipped_subtrees(
-    llama3_info: TokenizerInfo, monkeypatch: pytest.MonkeyPatch
+    llama3_info: TokenizerInfo, monkeypatch: pytest.MonkeyPatch, string: dict[str, object]
 ) -> None:
-    schema = {"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]}
+    schema = {"type": "object", "properties": {"s": string}, "required": ["s"]}
     text = b'{"s": "caf\xc3\xa9 \xe2\x82\xac'
     masks = {}
     for skip in (True, False):
