@@ -792,6 +792,7 @@ def classify_tokens(
     nxt: np.ndarray,
     tok_ptr: np.ndarray,
     tok_ids: np.ndarray,
+    tok_lcp: np.ndarray,
     below: np.ndarray,
     below_utf8: np.ndarray,
     height: np.ndarray,
@@ -848,24 +849,32 @@ def classify_tokens(
             k = end
         else:
             if seen_accept[d - 1]:
-                for j in range(tok_ptr[k], tok_ptr[nxt[k]]):
-                    uncertain[n_unc] = tok_ids[j]
+                lo, hi = tok_ptr[k], tok_ptr[nxt[k]]
+                for j in range(lo, hi):
+                    t = tok_ids[j]
+                    uncertain[n_unc] = t
+                    if j > lo:  # the previous uncertain token is the previous one in the trie
+                        lcp[n_unc] = tok_lcp[j]
+                    elif n_unc > 0:
+                        lcp[n_unc] = _common_prefix(token_indptr, token_data, uncertain[n_unc - 1], t)
+                    else:
+                        lcp[n_unc] = 0
                     n_unc += 1
             k = nxt[k]
-    prev = -1
-    for i in range(n_unc):
-        t = uncertain[i]
-        shared = 0
-        if prev >= 0:
-            a0, a1 = token_indptr[prev], token_indptr[prev + 1]
-            b0, b1 = token_indptr[t], token_indptr[t + 1]
-            while a0 + shared < a1 and b0 + shared < b1:
-                if token_data[a0 + shared] != token_data[b0 + shared]:
-                    break
-                shared += 1
-        lcp[i] = shared
-        prev = t
     return n_acc, n_unc, skipped
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _common_prefix(token_indptr, token_data, a, b):  # noqa: ANN001, ANN202
+    """Bytes tokens ``a`` and ``b`` share at the start."""
+    a0, a1 = token_indptr[a], token_indptr[a + 1]
+    b0, b1 = token_indptr[b], token_indptr[b + 1]
+    shared = 0
+    while a0 + shared < a1 and b0 + shared < b1:
+        if token_data[a0 + shared] != token_data[b0 + shared]:
+            break
+        shared += 1
+    return shared
 
 
 @njit(cache=True, nogil=True)

@@ -163,6 +163,7 @@ class MaskCache:
             trie.next,
             trie.tok_ptr,
             trie.tok_ids,
+            trie.tok_lcp,
             trie.below,
             trie.below_utf8,
             trie.height,

@@ -14,13 +14,15 @@ The root is implicit (it has no byte); node arrays cover depth >= 1.
                                     is a prefix of well-formed UTF-8 (``UTF8_DFA`` stays alive)
     height    uint16 [num_nodes]    bytes on the longest path strictly below the node (0 for a leaf),
                                     saturated at ``HEIGHT_MAX`` (a true height may be larger there)
+    tok_lcp   int32 [num_tokens]    bytes token tok_ids[j] shares with tok_ids[j - 1] (0 for j = 0)
 
 Tokens with empty bytes (special and padding ids) are not in the trie. Because of the preorder, the
 ids of every token in node ``k``'s subtree (``k`` included) are ``tok_ids[tok_ptr[k]:tok_ptr[next[k]]]``,
 in byte order. ``below``, ``below_utf8`` and ``height`` let a walk take a whole subtree at once: if
 an automaton stays alive on every string of at most ``height`` bytes that the subtree's byte sets
 allow (see ``matcher._kernels.classify_tokens``), no node below needs a visit. They cost 35 bytes per
-node (~9.6 MB for Llama-3's 275k nodes), once per tokenizer.
+node (~9.6 MB for Llama-3's 275k nodes), once per tokenizer. ``tok_lcp`` gives the common prefix of
+consecutive tokens of any id range without reading token bytes.
 """
 
 from __future__ import annotations
@@ -100,6 +102,7 @@ class TokenTrie:
     below: np.ndarray
     below_utf8: np.ndarray
     height: np.ndarray
+    tok_lcp: np.ndarray
 
     @property
     def num_nodes(self) -> int:
@@ -109,7 +112,7 @@ class TokenTrie:
     def nbytes(self) -> int:
         """Bytes held by the trie's arrays."""
         arrays = (self.byte, self.depth, self.next, self.tok_ptr, self.tok_ids, self.below,
-                  self.below_utf8, self.height)  # fmt: skip
+                  self.below_utf8, self.height, self.tok_lcp)  # fmt: skip
         return sum(a.nbytes for a in arrays)
 
     @classmethod
@@ -122,12 +125,14 @@ class TokenTrie:
         node_toks: list[list[int]] = []
         node_parent: list[int] = []  # -1 for depth 1
         path: list[int] = []  # node index for each depth of the current token
+        lcp_of = np.zeros(len(token_bytes), dtype=np.int32)  # by id: shared with the previous
         prev = b""
         for tok, tid in order:
             lcp = 0
             limit = min(len(prev), len(tok))
             while lcp < limit and prev[lcp] == tok[lcp]:
                 lcp += 1
+            lcp_of[tid] = lcp
             # close the nodes on the old path that this token does not share
             for node in path[lcp:]:
                 node_next[node] = len(node_byte)
@@ -163,4 +168,5 @@ class TokenTrie:
             below=below,
             below_utf8=below_utf8,
             height=height,
+            tok_lcp=lcp_of[tok_ids],  # tok_ids is in byte order: the order lcps were taken in
         )

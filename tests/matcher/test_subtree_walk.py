@@ -83,8 +83,8 @@ def _walk(
     out = [np.empty(v, dtype=np.int32) for _ in range(3)]
     n_acc, n_unc, skipped = K.classify_tokens(
         trans, dfa_info, steps, rad, rad_utf8, q, trie.num_nodes if budget is None else budget,
-        trie.max_depth, trie.byte, trie.depth, trie.next, trie.tok_ptr, trie.tok_ids, trie.below,
-        trie.below_utf8, trie.height, info.token_indptr, info.token_data, *out,
+        trie.max_depth, trie.byte, trie.depth, trie.next, trie.tok_ptr, trie.tok_ids, trie.tok_lcp,
+        trie.below, trie.below_utf8, trie.height, info.token_indptr, info.token_data, *out,
     )  # fmt: skip
     return sorted(out[0][:n_acc].tolist()), out[1][:n_unc].tolist(), out[2][:n_unc], skipped
 
@@ -273,6 +273,9 @@ def test_subtree_byte_sets_match_the_tokens_below(seed: int) -> None:
     assert 0 < trie.below_utf8.sum() < trie.num_nodes  # both outcomes occur
     assert trie.height.max() == max(map(len, tb)) - 1 and trie.height.dtype == np.uint16
     assert trie.nbytes >= trie.below.nbytes + trie.below_utf8.nbytes + trie.height.nbytes
+    ordered = [tb[t] for t in trie.tok_ids]  # byte order, shared prefix with the previous
+    assert ordered == sorted(ordered)
+    assert trie.tok_lcp.tolist() == _lcp(tb, trie.tok_ids.tolist())
 
 
 # --------------------------------------------------------------------------- step sets and radii
