@@ -10,7 +10,10 @@ The grammar is split in two levels, the way lexer-plus-parser engines do, but ke
   ``q0: "" | enc(C1) q1 | ...`` or ``ws: [ \t] ws | ""``) is regular too: its members stay ``Ref``
   inside terminal expressions and the lexer builds their NFA directly (``lexer.RuleSet``), so each
   entry referenced from outside is one terminal instead of a parser loop over one-character
-  terminals. Where such a terminal's DFA would pass the limits, it falls back to the parser loop;
+  terminals. Where such a terminal's DFA would pass the limits, it falls back to the parser loop.
+  Rules that reference rules only in tail position but form a DAG (an automaton written one rule
+  per state) are grouped the same way (``_add_tail_group``): inlined, each state would be copied
+  once per path to it;
 * a *big counted repeat* (``x{0,8192}``: its DFA would keep thousands of copies of ``x`` apart)
   is not one terminal: it is rewritten over chunks ``x{c}`` (``CompileLimits.repeat_chunk``),
   each chunk a small terminal and the number of chunks counted by the parser (``_chunked``). The
@@ -44,7 +47,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -258,12 +261,18 @@ class _Regular:
     reach     group member -> every group member a lexeme referencing it needs (its own group
               and the groups the bodies reference, transitively)
     nullable  the group members that derive the empty string
+    members   group id -> its members
+    own       group member -> nodes of its body as the lexer sees them, each reference one node
+    refs      group member -> the rules of other groups its body references
     """
 
     bodies: dict[str, Expr] = field(default_factory=dict)
     groups: dict[str, tuple[int, Expr]] = field(default_factory=dict)
     reach: dict[str, frozenset[str]] = field(default_factory=dict)
     nullable: set[str] = field(default_factory=set)
+    members: dict[int, list[str]] = field(default_factory=dict)
+    own: dict[str, int] = field(default_factory=dict)
+    refs: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts) -> _Regular:
@@ -282,16 +291,27 @@ def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts) ->
     order = strongly_connected_components({name: refs for name, (_, refs) in local.items()})
     size: dict[str, int] = {}
     out = _Regular()
+    inner = {name for name, (_, refs) in local.items() if refs}  # rules that reference rules
+    tail_memo: dict[str, bool] = {}
+
+    def tail_only(rule: str) -> bool:  # inner rules only in tail position (leaves anywhere)
+        if rule not in tail_memo:
+            tail_memo[rule] = _right_linear(grammar.rules[rule], inner)
+        return tail_memo[rule]
+
     for gid, scc in enumerate(order):  # callees first
         name = scc[0]
         own, refs = local[name]
         if len(scc) > 1 or name in refs:
             _add_group(grammar, scc, gid, limits, counts, out, size)
+            if name not in out.groups:  # too big with the groups it references as copies
+                _add_tail_group(grammar, scc, gid, limits, counts, out, size, local, tail_only)
             continue
         if any(r not in out.bodies for r in refs):
             continue
         total = own + sum(size[r] for r in refs)
         if total > limits.max_terminal_size:
+            _add_tail_group(grammar, [name], gid, limits, counts, out, size, local, tail_only)
             continue
         body = _inline(grammar.rules[name], out.bodies)
         if counts.has_big(body):
@@ -321,16 +341,90 @@ def _add_group(grammar: Grammar, scc: list[str], gid: int, limits: CompileLimits
     reach = frozenset(members).union(
         *(out.reach[r.name] for b in bodies.values() for r in iter_refs(b) if r.name not in members)
     )
+    out.members[gid] = list(scc)
     for m in scc:
         size[m] = total
         out.groups[m] = (gid, bodies[m])
         out.reach[m] = reach
+        out.own[m] = _lexer_size(bodies[m], grammar.rules, size)
+        out.refs[m] = frozenset(r.name for r in iter_refs(bodies[m])) - members
+    _close_nullable(scc, bodies, out.nullable)
+
+
+def _add_tail_group(grammar: Grammar, seed: list[str], gid: int, limits: CompileLimits,
+                    counts: _Counts, out: _Regular, size: dict[str, int],
+                    local: dict[str, tuple[int, list[str]]],
+                    tail_only: Callable[[str], bool]) -> None:
+    """Make the rules of ``seed`` (one rule too big to inline, or a cycle too big as a group)
+    group ``gid`` with every rule they reach by tail references, where all of them reference
+    rules only in tail position (``tail_only``).
+
+    Front ends write automata as one rule per state (``q3: "a" q4 | "b" q7 | ""``). Where the
+    states form a DAG, inlining copies a shared state once per path to it (and a group copies
+    every group it references), so sizes explode; as one group each state is one NFA entry.
+    Groups reached are absorbed whole, their bodies kept as they are (they stay right-linear:
+    what they inlined stays inlined). Sizes count each member's own nodes once (``out.own``).
+    Nothing changes unless the result passes ``_add_group``'s size tests."""
+    rules = grammar.rules
+    if not all(tail_only(m) for m in seed):
+        return
+    members = set(seed)
+    absorbed: set[int] = set()
+    stack = list(seed)
+    while stack:
+        for r in set(local[stack.pop()][1]):
+            if r in members:
+                continue
+            if r in out.groups:
+                g = out.groups[r][0]
+                if g not in absorbed:
+                    absorbed.add(g)
+                    members.update(out.members[g])
+            elif r in out.bodies and local[r][1] and tail_only(r):
+                members.add(r)  # a plain regular rule with tail references: a state too
+                stack.append(r)
+    fresh = [m for m in members if m not in out.groups]
+    if any(r not in members and r not in out.bodies for m in fresh for r in local[m][1]):
+        return
+    plain = {m: out.bodies[m] for m in fresh if m in out.bodies}
+    for m in fresh:
+        out.bodies[m] = Ref(m)
+    bodies = {m: _inline(rules[m], out.bodies) for m in fresh}
+    for m in fresh:
+        out.own[m] = _lexer_size(bodies[m], grammar.rules, size)
+    outside = {r.name for m in fresh for r in iter_refs(bodies[m])}
+    outside |= {r for m in members if m not in bodies for r in out.refs[m]}
+    outside -= members
+    total = sum(out.own[m] for m in members) + sum(size[r] for r in outside)
+    if total > limits.max_group_size or any(counts.has_big(b) for b in bodies.values()):
+        for m in fresh:
+            del out.own[m]
+            if m in plain:
+                out.bodies[m] = plain[m]
+            else:
+                del out.bodies[m]
+        return
+    reach = frozenset(members).union(*(out.reach[r] for r in outside))
+    for g in absorbed:
+        for m in out.members.pop(g):
+            bodies[m] = out.groups[m][1]
+    out.members[gid] = sorted(members)
+    for m in members:
+        size[m] = total
+        out.groups[m] = (gid, bodies[m])
+        out.reach[m] = reach
+        out.refs[m] = frozenset(r.name for r in iter_refs(bodies[m])) - members
+    _close_nullable(fresh, bodies, out.nullable)
+
+
+def _close_nullable(names: list[str], bodies: dict[str, Expr], found: set[str]) -> None:
+    """Add to ``found`` every rule of ``names`` that derives the empty string (least fixpoint)."""
     changed = True
-    while changed:  # least fixpoint
+    while changed:
         changed = False
-        for m in scc:
-            if m not in out.nullable and nullable(bodies[m], out.nullable):
-                out.nullable.add(m)
+        for m in names:
+            if m not in found and nullable(bodies[m], found):
+                found.add(m)
                 changed = True
 
 
@@ -356,7 +450,7 @@ def _mentions(expr: Expr, members: set[str]) -> bool:
     return any(r.name in members for r in iter_refs(expr))
 
 
-def _lexer_size(expr: Expr, members: set[str], size: dict[str, int]) -> int:
+def _lexer_size(expr: Expr, members: Container[str], size: dict[str, int]) -> int:
     """IR nodes of a group body as the lexer sees them: a JSON-encoded character is one
     symbol, a member of the group one node, a rule of another group its whole size."""
     total = 0

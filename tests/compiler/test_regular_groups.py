@@ -211,3 +211,27 @@ def test_group_in_a_counted_repeat() -> None:
     assert g.tables.num_terminals == 1
     for text in ["", "<>", "<q><qq><>", "<><><><>", "<q", "<x>"]:
         assert _accepts(g, text) == bool(re.fullmatch(r"(<q*>){0,3}", text)), text
+
+
+def _diamonds(levels: int) -> str:
+    """An automaton written as right-linear rules whose states form a DAG: ``d{i}`` reaches
+    ``e{i}`` on two bytes and ``e{i}`` reaches ``d{i+1}`` on two, so inlining copies every
+    state once per path (2^levels) while the rules stay linear in ``levels``."""
+    rules = ["start: d0"]
+    for i in range(levels):
+        rules.append(f'd{i}: "a" e{i} | "b" e{i}')
+        rules.append(f'e{i}: "c" d{i + 1} | "d" d{i + 1} | "!"')
+    rules.append(f'd{levels}: "x"')
+    return "\n".join(rules)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text("abcdx!", max_size=40))
+def test_dag_of_right_linear_rules_is_one_terminal(text: str) -> None:
+    levels = 16  # inlined: ~2^16 copies, far past max_terminal_size
+    g = gs.compile_grammar(_diamonds(levels), BYTES)
+    assert g.tables.num_terminals == 1
+    regex = rf"(?:[ab][cd]){{0,{levels - 1}}}[ab](?:!|[cd]x)"
+    assert _accepts(g, text) == bool(re.fullmatch(regex, text)), text
+    full = "ac" * levels + "x"
+    assert _accepts(g, full) and not _accepts(g, full + "x")
