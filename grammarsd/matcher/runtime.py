@@ -87,6 +87,11 @@ class MaskCache:
             unc_cls=np.zeros(1024, dtype=np.int32),
         )
         self._row_of_signature: dict[bytes, int] = {}
+        # states of terminals with more states than a signature may cover get no signature: it
+        # would read ~256 transitions per state of thousands before giving up (a maxLength-255
+        # string's counter states), where their walk now costs about as much
+        term_states = np.bincount(tables.dfa_info[:, 2])
+        self._sig_ok = term_states[tables.dfa_info[:, 2]] <= _SIG_MAX_STATES
         self._sig_label = np.full(tables.dfa_trans.shape[0], -1, dtype=np.int32)
         self._sig_order = np.empty(_SIG_MAX_STATES, dtype=np.int32)
         self._sig_out = np.empty(_SIG_MAX_INTS, dtype=np.int32)
@@ -102,9 +107,10 @@ class MaskCache:
     def nbytes(self) -> int:
         """Bytes of what the cache owns besides its rows (``arrays``): per-state step sets and
         radii, signature buffers and the vocabulary-sized scratch of the row builders."""
-        owned = (self._steps, self._rad, self._rad_utf8, self._sig_label, self._sig_order,
-                 self._sig_out, self._scratch_acc, self._scratch_unc, self._scratch_unc_lcp,
-                 self._scratch_tok, self._scratch_lcp, self._scratch_cls)  # fmt: skip
+        owned = (self._steps, self._rad, self._rad_utf8, self._sig_ok, self._sig_label,
+                 self._sig_order, self._sig_out, self._scratch_acc, self._scratch_unc,
+                 self._scratch_unc_lcp, self._scratch_tok, self._scratch_lcp,
+                 self._scratch_cls)  # fmt: skip
         return sum(a.nbytes for a in owned)
 
     @property
@@ -123,7 +129,7 @@ class MaskCache:
             if row is not None:
                 r = self._append(q, row, follow)
             else:
-                n = K.sub_dfa_signature(
+                n = -1 if not self._sig_ok[q] else K.sub_dfa_signature(
                     t.dfa_trans, t.dfa_info, q, self._sig_order, self._sig_label, self._sig_out
                 )
                 signature = self._sig_out[:n].tobytes() if n >= 0 else None

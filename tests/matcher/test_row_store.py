@@ -197,3 +197,25 @@ def test_rows_are_not_shared_across_tokenizers() -> None:
     compiled = gs.compile_regex(r'k[a-z]*"', other, cache=False)
     compiled.matcher().allowed_token_ids()
     assert runtime(compiled).cache.walks == 1
+
+
+@pytest.mark.usefixtures("no_cheap_walks")
+def test_states_of_terminals_past_the_signature_bound_are_walked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a signature would give up on them after reading thousands of states: they skip it
+    monkeypatch.setattr(runtime_module, "_SIG_MAX_STATES", 8)
+    asked: list[int] = []
+    signature = K.sub_dfa_signature
+
+    def spy(trans, info, q, *rest):  # noqa: ANN001, ANN202
+        asked.append(int(q))
+        return signature(trans, info, q, *rest)
+
+    monkeypatch.setattr(K, "sub_dfa_signature", spy)
+    compiled = gs.compile_grammar('start: "k" start "y" | /[ab]{0,20}/', VOCAB, cache=False)
+    _walk_against_reference(compiled, b"kkabayy")
+    t = compiled.tables
+    sizes = np.bincount(t.state_term)
+    assert asked and all(sizes[t.state_term[q]] <= 8 for q in asked)
+    assert runtime(compiled).cache.walks > 0  # the big terminal's states were walked
