@@ -262,8 +262,9 @@ class _Regular:
               and the groups the bodies reference, transitively)
     nullable  the group members that derive the empty string
     members   group id -> its members
-    own       group member -> nodes of its body as the lexer sees them, each reference one node
-    refs      group member -> the rules of other groups its body references
+    own       group id -> nodes of its members' bodies as the lexer sees them (a reference: 1)
+    refs      group id -> the rules of other groups its members reference
+    too_big   rules whose tail group passed the size limits (so would any group holding them)
     """
 
     bodies: dict[str, Expr] = field(default_factory=dict)
@@ -271,8 +272,9 @@ class _Regular:
     reach: dict[str, frozenset[str]] = field(default_factory=dict)
     nullable: set[str] = field(default_factory=set)
     members: dict[int, list[str]] = field(default_factory=dict)
-    own: dict[str, int] = field(default_factory=dict)
-    refs: dict[str, frozenset[str]] = field(default_factory=dict)
+    own: dict[int, int] = field(default_factory=dict)
+    refs: dict[int, frozenset[str]] = field(default_factory=dict)
+    too_big: set[str] = field(default_factory=set)
 
 
 def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts) -> _Regular:
@@ -342,12 +344,12 @@ def _add_group(grammar: Grammar, scc: list[str], gid: int, limits: CompileLimits
         *(out.reach[r.name] for b in bodies.values() for r in iter_refs(b) if r.name not in members)
     )
     out.members[gid] = list(scc)
+    out.own[gid] = sum(_lexer_size(b, grammar.rules, size) for b in bodies.values())
+    out.refs[gid] = frozenset(r.name for b in bodies.values() for r in iter_refs(b)) - members
     for m in scc:
         size[m] = total
         out.groups[m] = (gid, bodies[m])
         out.reach[m] = reach
-        out.own[m] = _lexer_size(bodies[m], grammar.rules, size)
-        out.refs[m] = frozenset(r.name for r in iter_refs(bodies[m])) - members
     _close_nullable(scc, bodies, out.nullable)
 
 
@@ -364,25 +366,34 @@ def _add_tail_group(grammar: Grammar, seed: list[str], gid: int, limits: Compile
     every group it references), so sizes explode; as one group each state is one NFA entry.
     Groups reached are absorbed whole, their bodies kept as they are (they stay right-linear:
     what they inlined stays inlined). Sizes count each member's own nodes once (``out.own``).
+    Work per call is bounded: a group reaching a rule already known too big gives up at once.
     Nothing changes unless the result passes ``_add_group``'s size tests."""
     rules = grammar.rules
-    if not all(tail_only(m) for m in seed):
-        return
+    if not all(local[m][1] and tail_only(m) for m in seed):
+        return  # a rule without references stays a leaf: others may use it anywhere
     members = set(seed)
     absorbed: set[int] = set()
     stack = list(seed)
+    bound = sum(local[m][0] for m in seed)  # a lower bound of the group's size, as it grows
     while stack:
         for r in set(local[stack.pop()][1]):
             if r in members:
                 continue
-            if r in out.groups:
+            if r in out.too_big:
+                bound = limits.max_group_size + 1
+            elif r in out.groups:
                 g = out.groups[r][0]
                 if g not in absorbed:
                     absorbed.add(g)
                     members.update(out.members[g])
+                    bound += size[r]
             elif r in out.bodies and local[r][1] and tail_only(r):
                 members.add(r)  # a plain regular rule with tail references: a state too
                 stack.append(r)
+                bound += local[r][0]
+            if bound > limits.max_group_size:  # it contains a group too big: so is this one
+                out.too_big.update(seed)
+                return
     fresh = [m for m in members if m not in out.groups]
     if any(r not in members and r not in out.bodies for m in fresh for r in local[m][1]):
         return
@@ -390,15 +401,14 @@ def _add_tail_group(grammar: Grammar, seed: list[str], gid: int, limits: Compile
     for m in fresh:
         out.bodies[m] = Ref(m)
     bodies = {m: _inline(rules[m], out.bodies) for m in fresh}
-    for m in fresh:
-        out.own[m] = _lexer_size(bodies[m], grammar.rules, size)
-    outside = {r.name for m in fresh for r in iter_refs(bodies[m])}
-    outside |= {r for m in members if m not in bodies for r in out.refs[m]}
-    outside -= members
-    total = sum(out.own[m] for m in members) + sum(size[r] for r in outside)
+    own = sum(_lexer_size(b, rules, size) for b in bodies.values())
+    own += sum(out.own[g] for g in absorbed)
+    outside = {r.name for b in bodies.values() for r in iter_refs(b)}
+    outside = outside.union(*(out.refs[g] for g in absorbed)) - members
+    total = own + sum(size[r] for r in outside)
     if total > limits.max_group_size or any(counts.has_big(b) for b in bodies.values()):
+        out.too_big.update(seed)
         for m in fresh:
-            del out.own[m]
             if m in plain:
                 out.bodies[m] = plain[m]
             else:
@@ -406,14 +416,16 @@ def _add_tail_group(grammar: Grammar, seed: list[str], gid: int, limits: Compile
         return
     reach = frozenset(members).union(*(out.reach[r] for r in outside))
     for g in absorbed:
+        del out.own[g], out.refs[g]
         for m in out.members.pop(g):
             bodies[m] = out.groups[m][1]
     out.members[gid] = sorted(members)
+    out.own[gid] = own
+    out.refs[gid] = frozenset(outside)
     for m in members:
         size[m] = total
         out.groups[m] = (gid, bodies[m])
         out.reach[m] = reach
-        out.refs[m] = frozenset(r.name for r in iter_refs(bodies[m])) - members
     _close_nullable(fresh, bodies, out.nullable)
 
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 import grammarsd as gs
 from grammarsd.compiler.tables import CompileLimits, _chunked, build_tables
-from grammarsd.grammar.ir import Choice, Expr, Literal, Repeat, Seq, lit
+from grammarsd.grammar.ir import Choice, Expr, Grammar, Literal, Ref, Repeat, Seq, lit, repeat, seq
 from grammarsd.grammar.json_schema import schema_to_grammar
 from grammarsd.tokenizer.info import TokenizerInfo
 
@@ -231,7 +231,19 @@ def test_dag_of_right_linear_rules_is_one_terminal(text: str) -> None:
     levels = 16  # inlined: ~2^16 copies, far past max_terminal_size
     g = gs.compile_grammar(_diamonds(levels), BYTES)
     assert g.tables.num_terminals == 1
-    regex = rf"(?:[ab][cd]){{0,{levels - 1}}}[ab](?:!|[cd]x)"
+    regex = rf"(?:[ab][cd]){{0,{levels - 1}}}[ab]!|(?:[ab][cd]){{{levels}}}x"
     assert _accepts(g, text) == bool(re.fullmatch(regex, text)), text
     full = "ac" * levels + "x"
     assert _accepts(g, full) and not _accepts(g, full + "x")
+
+
+@pytest.mark.parametrize("limit", [3, 4_000])
+def test_big_leaf_rule_in_the_middle_of_a_terminal(limit: int) -> None:
+    # a rule too big to inline but without references is used in non-tail position: it must
+    # not join a rule group (a group reference ends the group's automaton)
+    rules = {"start": Ref("wrap"), "wrap": seq(lit("<"), Ref("big"), lit(">")),
+             "big": seq(lit("ab"), repeat(lit("c")), lit("d"))}
+    g = gs.compile_ir(Grammar(rules, "start"), BYTES,
+                      limits=CompileLimits(max_terminal_size=limit), cache=False)
+    for text in ["<abd>", "<abccd>", "<abd", "abd>", "<ab>", "<abdd>"]:
+        assert _accepts(g, text) == bool(re.fullmatch(r"<abc*d>", text)), (limit, text)
