@@ -49,6 +49,7 @@ in the lexeme (``_RuleNfa``), never one per derivation step.
 
 from __future__ import annotations
 
+import hashlib
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -106,12 +107,15 @@ class ByteDFA:
 
     trans: np.ndarray  # int32 [num_states, 256]; next state or -1 (dead)
     accept: np.ndarray  # bool [num_states]
+    tile: np.ndarray | None = None  # int64 [num_states, 4] for tiled DFAs, see ``_tiled``
 
     def __post_init__(self) -> None:
         if self.trans.dtype != np.int32 or self.trans.ndim != 2 or self.trans.shape[1] != 256:
             raise ValueError("ByteDFA.trans must be int32 [num_states, 256]")
         if self.accept.dtype != np.bool_ or self.accept.shape != (self.trans.shape[0],):
             raise ValueError("ByteDFA.accept must be bool [num_states]")
+        if self.tile is not None and self.tile.shape != (self.trans.shape[0], 4):
+            raise ValueError("ByteDFA.tile must be int64 [num_states, 4]")
 
     @property
     def num_states(self) -> int:
@@ -225,7 +229,12 @@ def _tiled(unit: ByteDFA, lo: int, hi: int, nonempty: bool, max_states: int) -> 
     non-accepting. A subset construction would build the same table; this costs one copy per
     count (a JSON string of up to 255 characters in ~1 ms instead of ~130 ms). The copies are
     pairwise distinguishable (each has its own count left), and within a copy the states are
-    as distinct as ``unit``'s, so the table is minimal; it is numbered copy by copy."""
+    as distinct as ``unit``'s, so the table is minimal; it is numbered copy by copy.
+
+    ``tile[q] = (unit key, state in the unit, copies left, copies still needed)`` names the
+    sub-automaton reachable from ``q`` exactly (the rest of the current copy, then between
+    ``needed - 1`` and ``left - 1`` more): equal tiles mean equal languages from the state, in
+    any grammar, which lets mask rows be shared without reading the sub-automaton."""
     final = np.flatnonzero(unit.accept)
     if final.shape[0] != 1 or final[0] == 0 or (unit.trans[final[0]] >= 0).any():
         return None
@@ -247,11 +256,24 @@ def _tiled(unit: ByteDFA, lo: int, hi: int, nonempty: bool, max_states: int) -> 
         rows[into_final] = (i + 1) * k
     accept = np.zeros(n, dtype=np.bool_)
     accept[np.arange(lo, hi + 1) * k] = True
+    copy = np.arange(n) // k
+    tile = np.empty((n, 4), dtype=np.int64)
+    tile[:, 0] = _unit_key(unit)
+    tile[:, 1] = np.arange(n) % k
+    tile[:, 2] = hi - copy
+    tile[:, 3] = np.maximum(lo - copy, 0)
     if nonempty:
         accept[0] = False
-    trans.setflags(write=False)
-    accept.setflags(write=False)
-    return ByteDFA(trans, accept)
+        tile[0, 3] = max(lo, 1)
+    for a in (trans, accept, tile):
+        a.setflags(write=False)
+    return ByteDFA(trans, accept, tile)
+
+
+def _unit_key(unit: ByteDFA) -> int:
+    """A 62-bit digest of ``unit``'s table (tiles of equal units get equal keys)."""
+    digest = hashlib.blake2b(unit.trans.tobytes() + unit.accept.tobytes(), digest_size=8)
+    return int.from_bytes(digest.digest(), "little") >> 2
 
 
 def _build_with_rules(expr: Expr, rules: RuleSet, nonempty: bool, max_states: int) -> ByteDFA:

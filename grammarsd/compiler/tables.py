@@ -36,6 +36,8 @@ Flat layout (``EarleyTables``; ``sym >= 0`` is a nonterminal, ``sym < 0`` is ter
     dfa_accept    uint8 [Q]
     dfa_has_out   uint8 [Q]     the state has at least one live transition
     state_term    int32 [Q]     terminal owning each state
+    state_tile    int64 [Q, 4]  for states of tiled counted repeats (``lexer._tiled``): a key
+                                naming the sub-automaton reachable from the state; -1 rows else
     term_start    int32 [T]     start state of each terminal's DFA (never accepting)
     follow_bytes  uint64 [T, 4] 256-bit set: first bytes of every terminal that can follow
                                 terminal t anywhere in the grammar (static FOLLOW). After t
@@ -107,6 +109,7 @@ class EarleyTables:
     state_term: np.ndarray
     term_start: np.ndarray
     follow_bytes: np.ndarray
+    state_tile: np.ndarray
     nt_names: tuple[str, ...] = field(repr=False)
     term_exprs: tuple[Expr, ...] = field(repr=False)
 
@@ -970,6 +973,7 @@ def build_tables(
     dfa_trans = np.full((max(total, 1), 256), -1, dtype=np.int32)
     dfa_accept = np.zeros(max(total, 1), dtype=np.uint8)
     state_term = np.zeros(max(total, 1), dtype=np.int32)
+    state_tile = np.full((max(total, 1), 4), -1, dtype=np.int64)
     term_start = np.zeros(len(dfas), dtype=np.int32)
     offset = 0
     for t, d in enumerate(dfas):
@@ -978,6 +982,8 @@ def build_tables(
         dfa_trans[offset : offset + n] = np.where(block >= 0, block + offset, -1)
         dfa_accept[offset : offset + n] = d.accept
         state_term[offset : offset + n] = t
+        if d.tile is not None:
+            state_tile[offset : offset + n] = d.tile
         term_start[t] = offset
         offset += n
     dfa_has_out = (dfa_trans >= 0).any(axis=1).astype(np.uint8)
@@ -1004,6 +1010,7 @@ def build_tables(
         state_term=state_term,
         term_start=term_start,
         follow_bytes=follow_bytes,
+        state_tile=state_tile,
         nt_names=tuple(low.nt_names[o] for o in used_nt),
         term_exprs=tuple(low.term_exprs[o] for o in used_t),
     )

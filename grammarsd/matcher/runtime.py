@@ -87,11 +87,9 @@ class MaskCache:
             unc_cls=np.zeros(1024, dtype=np.int32),
         )
         self._row_of_signature: dict[bytes, int] = {}
-        # states of terminals with more states than a signature may cover get no signature: it
-        # would read ~256 transitions per state of thousands before giving up (a maxLength-255
-        # string's counter states), where their walk now costs about as much
-        term_states = np.bincount(tables.dfa_info[:, 2])
+        term_states = np.bincount(tables.dfa_info[:, 2])  # see ``_signature``
         self._sig_ok = term_states[tables.dfa_info[:, 2]] <= _SIG_MAX_STATES
+        self._tile = compiled.tables.state_tile
         self._sig_label = np.full(tables.dfa_trans.shape[0], -1, dtype=np.int32)
         self._sig_order = np.empty(_SIG_MAX_STATES, dtype=np.int32)
         self._sig_out = np.empty(_SIG_MAX_INTS, dtype=np.int32)
@@ -129,10 +127,7 @@ class MaskCache:
             if row is not None:
                 r = self._append(q, row, follow)
             else:
-                n = -1 if not self._sig_ok[q] else K.sub_dfa_signature(
-                    t.dfa_trans, t.dfa_info, q, self._sig_order, self._sig_label, self._sig_out
-                )
-                signature = self._sig_out[:n].tobytes() if n >= 0 else None
+                signature = self._signature(q)
                 # refined rows also depend on the FOLLOW bytes of the state's terminal
                 key = None if signature is None else signature + follow.tobytes()
                 r = None if key is None else self._row_of_signature.get(key)
@@ -150,6 +145,26 @@ class MaskCache:
                         self._row_of_signature[key] = r
             self.arrays.index[q] = r  # after _append: the published index covers row r
             self._n_states += 1
+
+    def _signature(self, q: int) -> bytes | None:
+        """A key naming the sub-automaton reachable from ``q`` as far as tokens can tell
+        (equal keys: equal rows), or None when it is too big to name. A state of a tiled
+        counted repeat is named by its tile (unit automaton, place in it, copies left and
+        needed) without reading anything; since no token is longer than the trie is deep, counts
+        past that depth are cut to it, so the counter states of long strings share rows. Other
+        states are named by ``_kernels.sub_dfa_signature``, unless their terminal has more
+        states than a signature may cover (it would read thousands of them before giving up)."""
+        tile = self._tile[q]
+        if tile[0] >= 0:  # a token reads at most max_depth copies: larger counts look alike
+            cap = self._trie.max_depth + 1
+            return b"tile" + np.minimum(tile, (tile[0], tile[1], cap, cap)).tobytes()
+        if not self._sig_ok[q]:
+            return None
+        t = self._tables
+        n = K.sub_dfa_signature(
+            t.dfa_trans, t.dfa_info, q, self._sig_order, self._sig_label, self._sig_out
+        )
+        return self._sig_out[:n].tobytes() if n >= 0 else None
 
     def _walk(self, q: int, budget: int) -> Row | None:
         """The row of ``q`` by one DFA-only walk of the token trie (views of scratch buffers), or

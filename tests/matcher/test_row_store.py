@@ -219,3 +219,38 @@ def test_states_of_terminals_past_the_signature_bound_are_walked(
     sizes = np.bincount(t.state_term)
     assert asked and all(sizes[t.state_term[q]] <= 8 for q in asked)
     assert runtime(compiled).cache.walks > 0  # the big terminal's states were walked
+
+
+def _rows_by_tile(compiled: gs.CompiledGrammar) -> dict[bytes, tuple[bool, list[int], list[int]]]:
+    cache = runtime(compiled).cache
+    tiles = compiled.tables.state_tile
+    out = {}
+    for q in np.flatnonzero(tiles[:, 0] >= 0):
+        row = cache._walk(int(q), -1)
+        assert row is not None
+        out[tiles[q].tobytes()] = (row.dense, list(row.accepted), list(row.unc_tok))
+    return out
+
+
+@pytest.mark.usefixtures("no_cheap_walks")
+def test_tiled_states_share_rows_across_bounds_and_grammars() -> None:
+    # a tile (unit automaton, place in it, copies left, copies needed) names the language from
+    # its state: states of [ab]{0,40} and [ab]{3,60} with equal tiles have equal rows
+    first = gs.compile_regex(r"k[ab]{0,40}y", VOCAB, cache=False)
+    second = gs.compile_regex(r'"[ab]{3,60}"', VOCAB, cache=False)
+    a, b = _rows_by_tile(first), _rows_by_tile(second)
+    common = set(a) & set(b)
+    assert len(common) >= 30  # the last 40 copies of the longer repeat, and more
+    assert all(a[key] == b[key] for key in common)
+    # no token is longer than the trie is deep: counts beyond it share one row (and one key)
+    cache, tiles = runtime(second).cache, second.tables.state_tile
+    cap = cache._trie.max_depth + 1
+    deep = np.flatnonzero((tiles[:, 0] >= 0) & (tiles[:, 2] > cap) & (tiles[:, 3] == 0))
+    assert len(deep) >= 20 and len({cache._signature(int(q)) for q in deep}) == 1
+    assert len({str(b[tiles[q].tobytes()]) for q in deep}) == 1  # walked: equal rows indeed
+    store = shared_row_store()
+    _walk_against_reference(first, b"kabab")
+    hits = store.hits
+    third = gs.compile_regex(r"xx[ab]{0,40}y", VOCAB, cache=False)  # same repeat, new context
+    _walk_against_reference(third, b"xxabab")
+    assert store.hits > hits  # its counter states came from the store, and the masks are right
