@@ -33,8 +33,9 @@ real parse accepts; ``U(q)`` is kept in byte order with longest-common-prefix le
 is a trie walk restricted to those tokens. When a grammar adds a row, a DFA-only test (the terminal
 must end before a byte that can follow it) drops most of ``U(q)`` exactly, once, and numbers
 *suffix classes*: tokens that reach the same DFA state where the terminal ends and go on with the
-same bytes. At a chart position with one live scan the parser accepts all of a class or none, so
-one walk per class decides it (a JSON string body: ~1,150 uncertain Llama-3 tokens, ~150 kept,
+same bytes. Among the tokens on which every other live scan dies without ending its terminal
+(always, at a chart position with one live scan) the parser accepts all of a class or none, so
+one walk per class decides them (a JSON string body: ~1,150 uncertain Llama-3 tokens, ~150 kept,
 ~30 classes). At every chart position of a walk the live scans' DFAs alone often decide the rest
 of the token (some scan stays alive over all of it, or none can end its terminal before a FOLLOW
 byte).
@@ -462,6 +463,22 @@ def _dfa_verdict(dfa_trans, dfa_info, follow_bytes, scans, lo, hi, data, a, z): 
 
 
 @njit(cache=True, nogil=True)
+def _others_dead(dfa_trans, dfa_info, follow_bytes, scans, lo, hi, k, data, a, z):  # noqa: ANN001, ANN202
+    """No live scan of ``scans[lo:hi]`` but number ``k`` takes part in any parse of ``data[a:z]``:
+    each dies inside it without ending its terminal before a byte that may follow it
+    (``_dfa_verdict`` of that scan alone is ``REJECTED``). The parse of those bytes is then the
+    parse from scan ``k`` alone, so tokens of one suffix class of ``k``'s row share a verdict."""
+    for k2 in range(lo, hi):
+        if k2 != k:
+            verdict, _ = _dfa_verdict(
+                dfa_trans, dfa_info, follow_bytes, scans, k2, k2 + 1, data, a, z
+            )
+            if verdict != REJECTED:
+                return False
+    return True
+
+
+@njit(cache=True, nogil=True)
 def fill_mask(  # noqa: ANN201
     item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info, term_start,
     follow_bytes, start_item, accept_item,
@@ -482,9 +499,10 @@ def fill_mask(  # noqa: ANN201
     positions of the shared prefix with the previous walked token, and at each of them first asks
     ``_dfa_verdict`` whether the live scans' DFAs alone decide the rest of the token. A token
     rejected on its first ``d`` bytes rejects the tokens after it that share them without any
-    work. When the chart position holds one scan, the parse is the same for every token of a
+    work. When the chart position holds one scan, or the other scans die inside the token without
+    ending their terminals (``_others_dead``), the parse is the same for every such token of a
     suffix class up to its split and from there on depends only on the bytes after it: one walk
-    per class decides all its tokens.
+    per class decides all of them.
     """
     out[:] = 0
     pos0 = meta[POS]
@@ -511,10 +529,10 @@ def fill_mask(  # noqa: ANN201
             for j in range(rows[r, 1], rows[r, 2]):
                 t = acc_tok[j]
                 out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-    single = hi - lo == 1  # one scan: suffix classes share their verdicts
+    single = hi - lo == 1  # no other scan: suffix classes share their verdicts
     for k in range(lo, hi):
         r = index[scans[k, 0]]
-        memo = np.full(rows[r, 5] if single else 0, UNKNOWN, dtype=np.int8)  # verdict per class
+        memo = np.full(rows[r, 5], UNKNOWN, dtype=np.int8)  # verdict per class
         rejected = False  # the previous walked token was rejected on its bytes 0..dead alone
         dead = 0
         alive = 0  # leading bytes of the previous stepped token whose chart positions are valid
@@ -531,12 +549,15 @@ def fill_mask(  # noqa: ANN201
                 continue  # this token starts with the prefix that was just rejected
             if (out[t >> 5] >> np.uint32(t & 31)) & np.uint32(1):
                 continue  # already allowed by another scan
-            if single and memo[unc_cls[j]] != UNKNOWN:
+            t_lo = token_indptr[t]
+            n = token_indptr[t + 1] - t_lo
+            alone = single or _others_dead(
+                dfa_trans, dfa_info, follow_bytes, scans, lo, hi, k, token_data, t_lo, t_lo + n
+            )
+            if alone and memo[unc_cls[j]] != UNKNOWN:
                 if memo[unc_cls[j]] == ALLOWED:
                     out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
                 continue
-            t_lo = token_indptr[t]
-            n = token_indptr[t + 1] - t_lo
             meta[POS] = pos0 + alive
             verdict = UNKNOWN
             while alive < n:
@@ -575,7 +596,7 @@ def fill_mask(  # noqa: ANN201
             allowed = verdict == ALLOWED or alive == n
             if allowed:
                 out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-            if single:
+            if alone:
                 memo[unc_cls[j]] = ALLOWED if allowed else REJECTED
     meta[POS] = pos0
     if acc[pos0]:

@@ -2,7 +2,8 @@
 
 * ``refine_uncertain`` (which uncertain tokens the parser may take, and their suffix classes)
   against a direct Python reading of its definition, on random DFAs and byte vocabularies;
-* suffix classes sharing one verdict per class at single-scan chart positions, and rows built by
+* suffix classes sharing one verdict per class at single-scan chart positions and beside scans
+  that die inside the tokens (but never across a scan that may take part), and rows built by
   the bounded cheap walk or through signature and store, against the reference recognizer's
   full token masks on a JSON grammar whose string bodies are crossed by many tokens.
 """
@@ -106,7 +107,10 @@ WS = repeat(char_set(" "), 0, 2)
 CHAR = ANY_CHAR.intersect(char_set('"\\').negate()).intersect(chars([(0x20, 0x10FFFF)]))
 
 
-def _grammar() -> Grammar:
+def _grammar(max_chars: int | None = None) -> Grammar:
+    """JSON-like values; strings of at most ``max_chars`` characters (a body of more than
+    ``CompileLimits.repeat_alone`` is its own terminal, so an empty body leaves two scans live)."""
+
     def listing(open_: str, item: str, close: str):  # noqa: ANN202
         more = repeat(seq(WS, lit(","), WS, Ref(item)), 0, None)
         return seq(lit(open_), WS, optional(seq(Ref(item), more)), WS, lit(close))
@@ -117,7 +121,7 @@ def _grammar() -> Grammar:
             "object": listing("{", "member", "}"),
             "member": seq(Ref("string"), WS, lit(":"), WS, Ref("value")),
             "array": listing("[", "value", "]"),
-            "string": seq(lit('"'), repeat(CHAR, 0, None), lit('"')),
+            "string": seq(lit('"'), repeat(CHAR, 0, max_chars), lit('"')),
         },
         start="value",
     )
@@ -139,17 +143,18 @@ VOCAB = _vocab()
 DOC = '{"ab": ["a", {"b": "ba é"}, 1], "": "a b"}'
 
 
-def _walk_against_reference(text: str) -> int:
+def _walk_against_reference(text: str, grammar: Grammar | None = None) -> tuple[int, int]:
     """Feed ``text`` one byte-token at a time, comparing every full mask with the reference; returns
-    how many masks were taken at a single-scan position whose row has shared classes."""
-    grammar = _grammar()
+    how many masks were taken at a single-scan and at a several-scan position where a row has
+    shared classes."""
+    grammar = _grammar() if grammar is None else grammar
     ref = ReferenceRecognizer(grammar)
     compiled = compile_ir(grammar, VOCAB, cache=False)
     m = compiled.matcher()
     by_bytes = {b: i for i, b in enumerate(VOCAB.token_bytes) if b}
     data = text.encode()
     prefix = b""
-    shared_classes = 0
+    shared_classes = [0, 0]
     k = 0
     while True:
         expected = np.asarray(ref.allowed_tokens(prefix, VOCAB.token_bytes), dtype=bool)
@@ -163,11 +168,10 @@ def _walk_against_reference(text: str) -> int:
         s, c = m._state, runtime(compiled).cache.arrays
         pos = int(s.meta[K.POS])
         scans = s.scans[s.bounds[pos, 1] : s.bounds[pos + 1, 1], 0]
-        if len(scans) == 1:
-            row = c.rows[c.index[scans[0]]]
-            shared_classes += int(row[5] < row[4] - row[3])
+        rows = c.rows[c.index[scans]]
+        shared_classes[len(scans) > 1] += int(np.any(rows[:, 5] < rows[:, 4] - rows[:, 3]))
         if k == len(data):
-            return shared_classes
+            return shared_classes[0], shared_classes[1]
         step = 2 if data[k] >= 0x80 else 1  # é as one token
         assert m.accept_token(by_bytes[data[k : k + step]])
         prefix += data[k : k + step]
@@ -175,7 +179,14 @@ def _walk_against_reference(text: str) -> int:
 
 
 def test_suffix_classes_give_reference_masks() -> None:
-    assert _walk_against_reference(DOC) > 0  # the shared-verdict path was taken
+    assert _walk_against_reference(DOC)[0] > 0  # the shared-verdict path was taken
+
+
+def test_suffix_classes_beside_scans_that_die_give_reference_masks() -> None:
+    """After an opening quote the bounded body and the closing quote are both live: the body's
+    classes are shared over the tokens on which the quote's scan dies (not '"...')."""
+    _, several = _walk_against_reference(DOC, _grammar(max_chars=40))
+    assert several > 0
 
 
 @pytest.mark.parametrize("cheap_nodes", [0, 10**9])

@@ -278,6 +278,22 @@ def test_subtree_byte_sets_match_the_tokens_below(seed: int) -> None:
     assert trie.tok_lcp.tolist() == _lcp(tb, trie.tok_ids.tolist())
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_nodes_name_their_bytes_and_subtree_tokens(seed: int) -> None:
+    tb = _toy_tokens(seed)
+    trie = TokenTrie.from_token_bytes(tb)
+    prefix: list[bytes] = []
+    for k in range(trie.num_nodes):
+        del prefix[trie.depth[k] - 1 :]
+        prefix.append(bytes([trie.byte[k]]))
+        node = b"".join(prefix)
+        own = trie.tok_ids[trie.tok_ptr[k] : trie.tok_ptr[k + 1]].tolist()
+        assert sorted(own) == [i for i, t in enumerate(tb) if t == node], node
+        subtree = trie.tok_ids[trie.tok_ptr[k] : trie.tok_ptr[trie.next[k]]].tolist()
+        assert sorted(subtree) == [i for i, t in enumerate(tb) if t.startswith(node)], node
+    assert sorted(trie.tok_ids.tolist()) == [i for i, t in enumerate(tb) if t]
+
+
 # --------------------------------------------------------------------------- step sets and radii
 
 
