@@ -54,7 +54,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from numba import carray, njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 OK = 1
 FAIL = 0
@@ -423,6 +425,226 @@ def advance(  # noqa: ANN201
             meta[POS] = start
             return r
     return OK
+
+
+# --------------------------------------------------------------------------- packed entry points
+#
+# What the matcher calls. Even flat, 31 array arguments cost the dispatcher ~1.8 µs per call to
+# type and unbox, and every nested call then increfs each of them. So a matcher passes one context
+# ``ctx`` (int64 [CTX_ROWS, 3]) naming every array it uses by (address, shape[0], shape[1] or 0),
+# in the order of ``Tables`` (arrays), the vocabulary, ``Cache`` and ``State``, plus one row of
+# scalars; the entry unpacks it into plain arrays (no reference counts) and calls the kernels
+# above. A context names memory it does not own: whoever uses it keeps the arrays it names alive,
+# and repacks the rows of a part whose arrays were replaced (``pack_cache`` / ``pack_state``).
+
+T_ROW = 0  # rows of the Tables arrays (9)
+V_ROW = 9  # token_indptr, token_data, eos_ids
+S_ROW = 12  # scalars: (start_item, accept_item, 0)
+C_ROW = 13  # rows of the Cache arrays (7)
+P_ROW = 20  # rows of the State arrays (9)
+CTX_ROWS = 29
+BAD_BITMASK = -3  # fill_mask_ctx: the bitmask row is out of range, too narrow or not contiguous
+
+# (dtype, ndim) of every array a context names, in row order from T_ROW, V_ROW, C_ROW, P_ROW
+TABLES_LAYOUT = ((np.int32, 1), (np.int32, 1), (np.int32, 1), (np.int32, 1), (np.uint8, 1),
+                 (np.int32, 2), (np.int32, 2), (np.int32, 1), (np.uint64, 2))  # fmt: skip
+VOCAB_LAYOUT = ((np.int64, 1), (np.uint8, 1), (np.int64, 1))
+CACHE_LAYOUT = ((np.int32, 1), (np.int64, 2), (np.uint32, 2), (np.int32, 1), (np.int32, 1),
+                (np.int32, 1), (np.int32, 1))  # fmt: skip
+STATE_LAYOUT = ((np.int64, 2), (np.uint8, 1), (np.int32, 2), (np.int32, 2), (np.int64, 2),
+                (np.int64, 1), (np.uint8, 1), (np.uint64, 2), (np.int64, 1))  # fmt: skip
+
+
+@intrinsic
+def _pointer(typingctx, address):  # noqa: ANN001, ANN202, ARG001
+    """The int64 ``address`` as a ``void*`` (for ``numba.carray``)."""
+
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202, ARG001
+        return builder.inttoptr(args[0], cgutils.voidptr_t)
+
+    return types.voidptr(types.int64), codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put(ctx, i, a, cols):  # noqa: ANN001, ANN202
+    ctx[i, 0] = a.ctypes.data
+    ctx[i, 1] = a.shape[0]
+    ctx[i, 2] = cols
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _view1(ctx, i, dtype):  # noqa: ANN001, ANN202
+    return carray(_pointer(ctx[i, 0]), ctx[i, 1], dtype)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _view2(ctx, i, dtype):  # noqa: ANN001, ANN202
+    return carray(_pointer(ctx[i, 0]), (ctx[i, 1], ctx[i, 2]), dtype)
+
+
+@njit(cache=True, nogil=True)
+def _pack_tables(  # noqa: ANN202
+    item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info, term_start,
+    follow_bytes, start_item, accept_item, token_indptr, token_data, eos_ids, ctx,
+):  # fmt: skip  # noqa: ANN001
+    _put(ctx, T_ROW, item_next, 0)
+    _put(ctx, T_ROW + 1, item_lhs, 0)
+    _put(ctx, T_ROW + 2, nt_ptr, 0)
+    _put(ctx, T_ROW + 3, nt_items, 0)
+    _put(ctx, T_ROW + 4, nullable, 0)
+    _put(ctx, T_ROW + 5, dfa_trans, dfa_trans.shape[1])
+    _put(ctx, T_ROW + 6, dfa_info, dfa_info.shape[1])
+    _put(ctx, T_ROW + 7, term_start, 0)
+    _put(ctx, T_ROW + 8, follow_bytes, follow_bytes.shape[1])
+    _put(ctx, V_ROW, token_indptr, 0)
+    _put(ctx, V_ROW + 1, token_data, 0)
+    _put(ctx, V_ROW + 2, eos_ids, 0)
+    ctx[S_ROW, 0] = start_item
+    ctx[S_ROW, 1] = accept_item
+
+
+@njit(cache=True, nogil=True)
+def _pack_cache(index, rows, dense_bits, acc_tok, unc_tok, unc_lcp, unc_cls, ctx):  # noqa: ANN001, ANN202
+    _put(ctx, C_ROW, index, 0)
+    _put(ctx, C_ROW + 1, rows, rows.shape[1])
+    _put(ctx, C_ROW + 2, dense_bits, dense_bits.shape[1])
+    _put(ctx, C_ROW + 3, acc_tok, 0)
+    _put(ctx, C_ROW + 4, unc_tok, 0)
+    _put(ctx, C_ROW + 5, unc_lcp, 0)
+    _put(ctx, C_ROW + 6, unc_cls, 0)
+
+
+@njit(cache=True, nogil=True)
+def _pack_state(bounds, acc, items, scans, htab, tstamp, pend, pmask, meta, ctx):  # noqa: ANN001, ANN202
+    _put(ctx, P_ROW, bounds, bounds.shape[1])
+    _put(ctx, P_ROW + 1, acc, 0)
+    _put(ctx, P_ROW + 2, items, items.shape[1])
+    _put(ctx, P_ROW + 3, scans, scans.shape[1])
+    _put(ctx, P_ROW + 4, htab, htab.shape[1])
+    _put(ctx, P_ROW + 5, tstamp, 0)
+    _put(ctx, P_ROW + 6, pend, 0)
+    _put(ctx, P_ROW + 7, pmask, pmask.shape[1])
+    _put(ctx, P_ROW + 8, meta, 0)
+
+
+def _check_layout(arrays: tuple[np.ndarray, ...], layout: tuple[tuple[type, int], ...]) -> None:
+    """A context can only name C-contiguous arrays of the dtypes and ranks its entries read."""
+    for k, (a, (dtype, ndim)) in enumerate(zip(arrays, layout, strict=True)):
+        if a.dtype != dtype or a.ndim != ndim or not a.flags.c_contiguous:
+            raise TypeError(
+                f"array {k} is {a.dtype}[{a.ndim}-D, contiguous={a.flags.c_contiguous}]; "
+                f"a context needs C-contiguous {np.dtype(dtype)}[{ndim}-D]"
+            )
+
+
+def new_context(tables: Tables, vocab: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+    """A context naming ``tables`` and ``vocab`` = (token_indptr, token_data, eos_ids); its Cache
+    and State rows are zero until ``pack_cache`` / ``pack_state`` fill them."""
+    _check_layout(tuple(tables[:9]), TABLES_LAYOUT)
+    _check_layout(vocab, VOCAB_LAYOUT)
+    ctx = np.zeros((CTX_ROWS, 3), dtype=np.int64)
+    _pack_tables(*tables, *vocab, ctx)
+    return ctx
+
+
+def pack_cache(ctx: np.ndarray, cache: Cache) -> None:
+    """Point the Cache rows of ``ctx`` at the arrays of ``cache`` (kept alive by the caller)."""
+    _check_layout(tuple(cache), CACHE_LAYOUT)
+    _pack_cache(*cache, ctx)
+
+
+def pack_state(ctx: np.ndarray, state: State) -> None:
+    """Point the State rows of ``ctx`` at the arrays of ``state`` (kept alive by the caller)."""
+    _check_layout(tuple(state), STATE_LAYOUT)
+    _pack_state(*state, ctx)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _tables(ctx):  # noqa: ANN001, ANN202
+    """The Tables fields named by ``ctx``, in order."""
+    return (
+        _view1(ctx, T_ROW, np.int32), _view1(ctx, T_ROW + 1, np.int32),
+        _view1(ctx, T_ROW + 2, np.int32), _view1(ctx, T_ROW + 3, np.int32),
+        _view1(ctx, T_ROW + 4, np.uint8), _view2(ctx, T_ROW + 5, np.int32),
+        _view2(ctx, T_ROW + 6, np.int32), _view1(ctx, T_ROW + 7, np.int32),
+        _view2(ctx, T_ROW + 8, np.uint64), ctx[S_ROW, 0], ctx[S_ROW, 1],
+    )  # fmt: skip
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _vocab(ctx):  # noqa: ANN001, ANN202
+    """(token_indptr, token_data, eos_ids) named by ``ctx``."""
+    return _view1(ctx, V_ROW, np.int64), _view1(ctx, V_ROW + 1, np.uint8), _view1(ctx, V_ROW + 2, np.int64)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _cache(ctx):  # noqa: ANN001, ANN202
+    """The Cache fields named by ``ctx``, in order."""
+    return (
+        _view1(ctx, C_ROW, np.int32), _view2(ctx, C_ROW + 1, np.int64),
+        _view2(ctx, C_ROW + 2, np.uint32), _view1(ctx, C_ROW + 3, np.int32),
+        _view1(ctx, C_ROW + 4, np.int32), _view1(ctx, C_ROW + 5, np.int32),
+        _view1(ctx, C_ROW + 6, np.int32),
+    )  # fmt: skip
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _state(ctx):  # noqa: ANN001, ANN202
+    """The State fields named by ``ctx``, in order."""
+    return (
+        _view2(ctx, P_ROW, np.int64), _view1(ctx, P_ROW + 1, np.uint8),
+        _view2(ctx, P_ROW + 2, np.int32), _view2(ctx, P_ROW + 3, np.int32),
+        _view2(ctx, P_ROW + 4, np.int64), _view1(ctx, P_ROW + 5, np.int64),
+        _view1(ctx, P_ROW + 6, np.uint8), _view2(ctx, P_ROW + 7, np.uint64),
+        _view1(ctx, P_ROW + 8, np.int64),
+    )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def init_state_ctx(ctx):  # noqa: ANN001, ANN201
+    """``init_state`` on the arrays ``ctx`` names."""
+    return init_state(*_tables(ctx), *_state(ctx))
+
+
+@njit(cache=True, nogil=True)
+def settle_ctx(ctx):  # noqa: ANN001, ANN201
+    """``settle`` on the arrays ``ctx`` names."""
+    return settle(*_tables(ctx), *_state(ctx))
+
+
+@njit(cache=True, nogil=True)
+def advance_ctx(ctx, data):  # noqa: ANN001, ANN201
+    """``advance`` by ``data`` (uint8) on the arrays ``ctx`` names."""
+    return advance(*_tables(ctx), *_state(ctx), data)
+
+
+@njit(cache=True, nogil=True)
+def advance_token_ctx(ctx, token):  # noqa: ANN001, ANN201
+    """``advance`` by the bytes of vocabulary token ``token`` (0 <= token < V); FAIL when it has
+    none (a special token)."""
+    token_indptr, token_data, _ = _vocab(ctx)
+    lo, hi = token_indptr[token], token_indptr[token + 1]
+    if lo == hi:
+        return FAIL
+    return advance(*_tables(ctx), *_state(ctx), token_data[lo:hi])
+
+
+@njit(cache=True, nogil=True)
+def fill_mask_ctx(ctx, bitmask, index):  # noqa: ANN001, ANN201
+    """``fill_mask`` into row ``index`` of ``bitmask`` (int32 [B, W >= ceil(V / 32)], rows
+    contiguous; columns past the vocabulary's words are zeroed), or ``BAD_BITMASK`` (nothing
+    written) when the row is out of range, too narrow or not contiguous."""
+    token_indptr, token_data, eos_ids = _vocab(ctx)
+    words = (token_indptr.shape[0] + 30) // 32  # ceil(V / 32), V = len(token_indptr) - 1
+    width = bitmask.shape[1]
+    if not 0 <= index < bitmask.shape[0] or width < words:
+        return BAD_BITMASK
+    if width > 1 and bitmask.strides[1] != bitmask.itemsize:
+        return BAD_BITMASK
+    row = bitmask[index]
+    row[words:] = 0  # padding columns (a wider logits dimension): never allowed
+    out = carray(_pointer(row.ctypes.data), words, np.uint32)
+    return fill_mask(*_tables(ctx), *_state(ctx), *_cache(ctx), token_indptr, token_data, eos_ids, out)
 
 
 @njit(cache=True, nogil=True, inline="always")

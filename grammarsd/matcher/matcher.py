@@ -4,10 +4,16 @@ A token ``t`` is allowed iff (bytes so far + bytes of t) is a prefix of some str
 an EOS id is allowed iff the bytes so far are a complete string. Each public call validates its
 arguments once and makes one numba call (``matcher._kernels``); arrays grow on demand, so rollback is
 unlimited and any output length works.
+
+The calls pass one packed context (``_kernels.new_context``) instead of some thirty arrays: each
+matcher owns a copy of its runtime's context and points its State rows at its own arrays, and its
+Cache rows at the mask cache's arrays as last seen (the cache publishes new arrays as it grows; the
+matcher keeps that snapshot alive and repacks when another is published).
 """
 
 from __future__ import annotations
 
+from operator import index as as_int
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,6 +29,7 @@ _INITIAL_POSITIONS = 256
 _INITIAL_ITEMS = 4096
 _INITIAL_HASH = 1024
 _MAX_ITEMS = 1 << 28  # 2 GiB of chart: past this an input is pathological, not useful
+_INT32 = np.dtype(np.int32)
 
 
 def _new_state(num_terminals: int) -> K.State:
@@ -73,22 +80,35 @@ class GrammarMatcher:
     def __init__(self, compiled: CompiledGrammar) -> None:
         self.compiled = compiled
         self._runtime = runtime(compiled)
-        self._tables = self._runtime.tables
         self._eos = frozenset(compiled.tokenizer_info.eos_ids)
+        self._vocab_size = compiled.tokenizer_info.vocab_size
         self._state = _new_state(compiled.tables.num_terminals)
+        # the kernels' context: names self._state and the cache arrays self._ctx_cache
+        self._ctx = self._runtime.context.copy()
+        self._ctx_cache: K.Cache | None = None  # None: the Cache rows are not packed yet
+        K.pack_state(self._ctx, self._state)
         self._history: list[int] = []  # position before each accepted step
         self._terminated_at: int | None = None  # history length when EOS was accepted
-        self._run(K.init_state)
+        self._tensor_view: tuple[Any, tuple[Any, ...], np.ndarray] | None = None  # _bitmask_of
+        self._run(K.init_state_ctx)
 
     # -- internals ---------------------------------------------------------------
 
     def _run(self, kernel: Any, *args: Any) -> int:
-        """``kernel(*tables, *state, *args)``, retried after growing the state until it completes."""
+        """``kernel(ctx, *args)``, retried after growing the state until it completes."""
         while True:
-            r = int(kernel(*self._tables, *self._state, *args))
+            r: int = kernel(self._ctx, *args)
             if r != K.OVERFLOW:
                 return r
             self._grow()
+
+    def _context(self) -> np.ndarray:
+        """The context, its Cache rows first repacked if the mask cache published new arrays."""
+        arrays = self._runtime.cache.arrays
+        if arrays is not self._ctx_cache:
+            K.pack_cache(self._ctx, arrays)
+            self._ctx_cache = arrays  # keeps the arrays the context names alive
+        return self._ctx
 
     def _grow(self) -> None:
         if self._state.items.shape[0] >= _MAX_ITEMS:
@@ -97,6 +117,7 @@ class GrammarMatcher:
                 hint="the grammar is highly ambiguous for this input; simplify it",
             )
         self._state = _grown(self._state)
+        K.pack_state(self._ctx, self._state)
 
     def _ensure_rows(self) -> None:
         """Build the mask-cache rows of every live scan at the current position (after a
@@ -117,7 +138,7 @@ class GrammarMatcher:
         """The bytes so far form a complete string of the language (EOS would be allowed)."""
         if self._terminated_at is not None:
             return False
-        self._run(K.settle)
+        self._run(K.settle_ctx)
         return bool(self._state.acc[self._pos])
 
     def is_terminated(self) -> bool:
@@ -133,23 +154,24 @@ class GrammarMatcher:
 
     def accept_token(self, token_id: int) -> bool:
         """Advance by one token; returns False (and leaves the state unchanged) if not allowed."""
-        if self.is_terminated():
+        if self._terminated_at is not None:
             return False
-        info = self.compiled.tokenizer_info
         if token_id in self._eos:
             if not self.is_accepting():
                 return False
             self._history.append(self._pos)
             self._terminated_at = len(self._history)
             return True
-        if not 0 <= token_id < info.vocab_size:
+        if not 0 <= token_id < self._vocab_size:
             raise MatcherError(
-                f"token id {token_id} is outside the vocabulary (0..{info.vocab_size - 1})"
+                f"token id {token_id} is outside the vocabulary (0..{self._vocab_size - 1})"
             )
-        data = info.token_bytes[token_id]
-        if not data:  # special or padding token
+        before = self._pos
+        # a special or padding token (no bytes) fails
+        if self._run(K.advance_token_ctx, as_int(token_id)) != K.OK:
             return False
-        return self._accept_bytes(data)
+        self._history.append(before)
+        return True
 
     def accept_string(self, text: str | bytes) -> bool:
         """Advance by a whole string (UTF-8 bytes); all or nothing. Counts as one step."""
@@ -161,7 +183,7 @@ class GrammarMatcher:
     def _accept_bytes(self, data: bytes) -> bool:
         before = self._pos
         arr = np.frombuffer(data, dtype=np.uint8)
-        r = self._run(K.advance, arr)
+        r = self._run(K.advance_ctx, arr)
         if r != K.OK:
             return False
         self._history.append(before)
@@ -190,9 +212,13 @@ class GrammarMatcher:
         other = GrammarMatcher.__new__(GrammarMatcher)
         other.compiled = self.compiled
         other._runtime = self._runtime
-        other._tables = self._tables
         other._eos = self._eos
+        other._vocab_size = self._vocab_size
         other._state = K.State(*(a.copy() for a in self._state))
+        other._ctx = self._ctx.copy()
+        other._ctx_cache = self._ctx_cache
+        other._tensor_view = None
+        K.pack_state(other._ctx, other._state)
         other._history = list(self._history)
         other._terminated_at = self._terminated_at
         return other
@@ -206,21 +232,49 @@ class GrammarMatcher:
         row), bit ``t`` of the row set iff token ``t`` is allowed. Returns True when some token is
         masked out (the mask needs applying). The matcher state is unchanged.
         """
-        rt = self._runtime
-        row = _bitmask_row(bitmask, index, rt.words)
         if self._terminated_at is not None:
-            row[:] = 0
+            _bitmask_row(bitmask, index, self._runtime.words)[:] = 0
             return True
+        arr = self._bitmask_of(bitmask)
+        if type(index) is not int:
+            index = as_int(index)
+        missing = -1  # the DFA state whose row the last MISSING fill lacked
         while True:  # one kernel call, unless a row is missing or the chart is full
-            r = K.fill_mask(*self._tables, *self._state, *rt.cache.arrays, *rt.vocab_args, row)
+            r = K.fill_mask_ctx(self._context(), arr, index)
             if r == K.MASKED:
                 return True
             if r == K.UNMASKED:
                 return False
             if r == K.MISSING:
+                q = int(self._state.meta[K.MISS])
+                if q == missing:  # built the last time round: the context missed the new arrays
+                    raise AssertionError(f"the mask cache row of DFA state {q} is not seen")
+                missing = q
                 self._ensure_rows()
-            else:
+            elif r == K.OVERFLOW:
                 self._grow()
+            else:  # BAD_BITMASK: let the validation name the problem
+                _bitmask_row(arr, index, self._runtime.words)
+                raise AssertionError(f"fill_mask_ctx rejected a valid bitmask ({r})")
+
+    def _bitmask_of(self, bitmask: Any) -> np.ndarray:
+        """``_bitmask_array(bitmask)``, cheaply in the common cases: a writable 2-D int32 numpy
+        array is used as is, and the numpy view of a tensor is reused while the same tensor comes
+        back with the same data pointer, shape, strides, dtype and device (``_tensor_key``)."""
+        if (
+            type(bitmask) is np.ndarray
+            and bitmask.dtype is _INT32
+            and bitmask.ndim == 2
+            and bitmask.flags.writeable
+        ):
+            return bitmask
+        seen = self._tensor_view
+        if seen is not None and seen[0] is bitmask and seen[1] == _tensor_key(bitmask):
+            return seen[2]
+        arr = _bitmask_array(bitmask)
+        if not isinstance(bitmask, np.ndarray):  # a tensor (checked): remember its view
+            self._tensor_view = (bitmask, _tensor_key(bitmask), arr)
+        return arr
 
     def allowed_token_ids(self) -> np.ndarray:
         """The allowed token ids as a sorted array (convenience; allocates)."""
@@ -231,8 +285,8 @@ class GrammarMatcher:
         return np.flatnonzero(bits)
 
 
-def _bitmask_row(bitmask: Any, index: int, words: int) -> np.ndarray:
-    """Validate ``bitmask`` and return row ``index`` as a writable uint32 numpy view."""
+def _bitmask_array(bitmask: Any) -> np.ndarray:
+    """``bitmask`` (int32 numpy array or CPU tensor, 1-D or 2-D) as a 2-D writable numpy view."""
     arr = bitmask
     if not isinstance(arr, np.ndarray):
         try:
@@ -246,9 +300,25 @@ def _bitmask_row(bitmask: Any, index: int, words: int) -> np.ndarray:
         arr = arr.numpy()
     if arr.dtype != np.int32:
         raise MatcherError(f"bitmask must be int32, got {arr.dtype}")
+    if not arr.flags.writeable:
+        raise MatcherError("bitmask is read-only")
     if arr.ndim == 1:
         arr = arr[None, :]
-    if arr.ndim != 2 or arr.shape[1] < words:
+    if arr.ndim != 2:
+        raise MatcherError(f"bitmask must have 1 or 2 dimensions; got shape {tuple(arr.shape)}")
+    return arr
+
+
+def _tensor_key(t: Any) -> tuple[Any, ...]:
+    """What a torch tensor may change in place (``set_``, ``resize_``, ``.data =``) that would
+    make an earlier numpy view of it stale or no longer allowed."""
+    return (t.data_ptr(), t.shape, t.stride(), t.dtype, t.is_cpu, t.requires_grad)
+
+
+def _bitmask_row(bitmask: Any, index: int, words: int) -> np.ndarray:
+    """Validate ``bitmask`` and return row ``index`` as a writable uint32 numpy view."""
+    arr = _bitmask_array(bitmask)
+    if arr.shape[1] < words:
         raise MatcherError(f"bitmask must have shape (batch, {words}); got {tuple(arr.shape)}")
     if not 0 <= index < arr.shape[0]:
         raise MatcherError(f"bitmask row {index} out of range for batch {arr.shape[0]}")

@@ -249,8 +249,9 @@ class MaskCache:
 class Runtime:
     """Kernel tables plus the mask cache of one compiled grammar.
 
-    ``tables`` and ``vocab_args`` are built once and passed flat to every kernel call (see
-    ``_kernels``); ``vocab_args`` = (token_indptr, token_data, EOS ids).
+    ``tables`` and ``vocab_args`` = (token_indptr, token_data, EOS ids) are built once;
+    ``context`` is a packed kernel context (``_kernels.new_context``) naming them, whose Cache and
+    State rows each matcher fills in its own copy.
     """
 
     def __init__(self, compiled: CompiledGrammar) -> None:
@@ -279,6 +280,7 @@ class Runtime:
             info.token_data,
             np.asarray(info.eos_ids, dtype=np.int64),
         )
+        self.context = K.new_context(self.tables, self.vocab_args)
 
 
 _LOCK = threading.Lock()
