@@ -66,11 +66,23 @@ from grammarsd.errors import GrammarsdError
 
 Status = Literal["ok", "empty_language", "compile_error", "timeout", "error"]
 
-WARMUP_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"name": {"type": "string"}, "n": {"type": "integer"}},
-}
-WARMUP_TEXT = '{"name": "warm", "n": 1}'
+# (schema, text) pairs that reach the paths a JIT compiles lazily: string bodies, counted strings,
+# nullable values (two live scans), numbers, enums
+WARMUP_CASES: tuple[tuple[dict[str, Any], str], ...] = (
+    (
+        {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "n": {"type": "integer"},
+                "note": {"type": ["string", "null"], "maxLength": 100},
+                "x": {"type": "number"},
+                "tag": {"enum": ["a", "b"]},
+            },
+        },
+        '{"name": "warm", "n": 1, "note": "a longer note, é", "x": -1.5e3, "tag": "b"}',
+    ),
+)
 
 
 # -- data ---------------------------------------------------------------------------------------
@@ -258,13 +270,15 @@ def run_case(engine: Engine, case: SchemaCase, bitmask: np.ndarray) -> SchemaRec
 
 
 def _warm_up(engine: Engine, tokenizer: Any) -> float:
-    """Compile a small schema and run one instance; returns seconds (JIT, caches, first calls)."""
+    """Compile small schemas and run one instance each (``WARMUP_CASES``); returns seconds (JIT,
+    caches, first calls)."""
     start = time.perf_counter()
     bitmask = np.zeros((1, (engine.vocab_size + 31) // 32), dtype=np.int32)
-    ids = tuple(tokenizer.encode(WARMUP_TEXT, add_special_tokens=False))
-    rec = run_case(engine, SchemaCase("warm-up", WARMUP_SCHEMA, (Instance(True, ids),)), bitmask)
-    if not rec.passed:
-        raise RuntimeError(f"warm-up failed: {rec.status} {rec.error or rec.wrong}")
+    for schema, text in WARMUP_CASES:
+        ids = tuple(tokenizer.encode(text, add_special_tokens=False))
+        rec = run_case(engine, SchemaCase("warm-up", schema, (Instance(True, ids),)), bitmask)
+        if not rec.passed:
+            raise RuntimeError(f"warm-up failed: {rec.status} {rec.error or rec.wrong}")
     return time.perf_counter() - start
 
 
