@@ -1042,15 +1042,19 @@ def classify_tokens(
     token_indptr: np.ndarray,
     token_data: np.ndarray,
     accepted: np.ndarray,
+    bits: np.ndarray,
     uncertain: np.ndarray,
     lcp: np.ndarray,
 ) -> tuple[int, int, int]:
     """Split the vocabulary for a scan in DFA state ``q`` by one DFA-only walk of the token trie.
 
-    Writes accepted token ids (the DFA stays alive over all their bytes) to ``accepted`` in byte
-    order and uncertain ones (the DFA accepted after one byte or more, then died) to ``uncertain``
-    in byte order, with ``lcp`` = common prefix length with the previous uncertain token. The rest
-    are rejected. Where ``_subtree_stays`` holds at a live node (``steps`` / ``rad`` /
+    Sets the bit of every accepted token (the DFA stays alive over all its bytes) in ``bits``
+    (uint32 words, zero on entry) and writes the first ``len(accepted)`` of their ids to
+    ``accepted`` in byte order: when there are more, the bitset is the smaller row, and a string
+    body's ~120k accepted Llama-3 ids are never written out (a walk is memory bound). Writes
+    uncertain ones (the DFA accepted after one byte or more, then died) to ``uncertain`` in byte
+    order, with ``lcp`` = common prefix length with the previous uncertain token. The rest are
+    rejected. Where ``_subtree_stays`` holds at a live node (``steps`` / ``rad`` /
     ``rad_utf8`` from ``chain_sets``, ``below`` / ``below_utf8`` / ``height`` from the trie), the
     node's whole subtree is accepted at once, one id range, and the walk jumps past it: inside a
     JSON string body (a loop) or a ``maxLength`` string (a chain of counting states) most of the
@@ -1062,6 +1066,7 @@ def classify_tokens(
     stack = np.empty(max_depth + 2, dtype=np.int64)
     seen_accept = np.zeros(stack.shape[0], dtype=np.uint8)
     stack[0] = q
+    n_ids = accepted.shape[0]
     n_acc = 0
     n_unc = 0
     skipped = 0
@@ -1087,7 +1092,10 @@ def classify_tokens(
                 seen_accept[d] = seen_accept[d - 1] | (dfa_info[s2, 0] != 0)
                 end = k + 1
             for j in range(tok_ptr[k], tok_ptr[end]):
-                accepted[n_acc] = tok_ids[j]
+                t = tok_ids[j]
+                bits[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+                if n_acc < n_ids:
+                    accepted[n_acc] = t
                 n_acc += 1
             k = end
         else:
@@ -1118,13 +1126,6 @@ def _common_prefix(token_indptr, token_data, a, b):  # noqa: ANN001, ANN202
             break
         shared += 1
     return shared
-
-
-@njit(cache=True, nogil=True)
-def ids_to_bits(ids: np.ndarray, out: np.ndarray) -> None:
-    """Set bit ``t`` of ``out`` (uint32 words) for every id ``t`` of ``ids``."""
-    for t in ids:
-        out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
 
 
 @njit(cache=True, nogil=True)

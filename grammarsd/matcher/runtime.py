@@ -94,7 +94,7 @@ class MaskCache:
         self._sig_order = np.empty(_SIG_MAX_STATES, dtype=np.int32)
         self._sig_out = np.empty(_SIG_MAX_INTS, dtype=np.int32)
         vocab = info.vocab_size
-        self._scratch_acc = np.empty(vocab, dtype=np.int32)  # classify_tokens' outputs
+        self._scratch_acc = np.empty(self.words, dtype=np.int32)  # classify_tokens' outputs
         self._scratch_unc = np.empty(vocab, dtype=np.int32)
         self._scratch_unc_lcp = np.empty(vocab, dtype=np.int32)
         self._scratch_tok = np.empty(vocab, dtype=np.int32)  # refine_uncertain's outputs
@@ -170,6 +170,7 @@ class MaskCache:
         """The row of ``q`` by one DFA-only walk of the token trie (views of scratch buffers), or
         None when the walk would visit more than ``budget`` trie nodes (-1: no bound)."""
         trie = self._trie
+        bits = np.zeros(self.words, dtype=np.uint32)
         n_acc, n_unc, skipped = K.classify_tokens(
             self._tables.dfa_trans,
             self._tables.dfa_info,
@@ -191,28 +192,32 @@ class MaskCache:
             self._indptr,
             self._data,
             self._scratch_acc,
+            bits,
             self._scratch_unc,
             self._scratch_unc_lcp,
         )
         if n_acc < 0:
             return None
         self.skipped_subtrees += skipped
-        ids = self._scratch_acc[:n_acc]
         unc = (self._scratch_unc[:n_unc], self._scratch_unc_lcp[:n_unc])
         if n_acc > self.words:  # a bitset is smaller than the id list
-            bits = np.zeros(self.words, dtype=np.uint32)
-            K.ids_to_bits(ids, bits)
             return Row(True, bits, *unc)
-        return Row(False, ids, *unc)
+        return Row(False, self._scratch_acc[:n_acc], *unc)
 
     def _append(self, q: int, row: Row, follow: np.ndarray) -> int:
         """Refine ``row``'s uncertain tokens for state ``q`` whose terminal may be followed by the
         bytes of ``follow``, copy the row into the cache arrays and publish them; returns its row
         number."""
         t = self._tables
+        unc_tok, unc_lcp = row.unc_tok, row.unc_lcp
+        if not unc_tok.flags.writeable:  # a stored row: copied, so the kernel has one signature
+            n = unc_tok.shape[0]  # (a read-only one compiles anew, ~0.25 s in the first mask)
+            unc_tok, unc_lcp = self._scratch_unc[:n], self._scratch_unc_lcp[:n]
+            unc_tok[:] = row.unc_tok
+            unc_lcp[:] = row.unc_lcp
         n_unc, n_cls = K.refine_uncertain(
             t.dfa_trans, t.dfa_info, q, follow, self._trie.max_depth, self._indptr, self._data,
-            row.unc_tok, row.unc_lcp, self._scratch_tok, self._scratch_lcp, self._scratch_cls,
+            unc_tok, unc_lcp, self._scratch_tok, self._scratch_lcp, self._scratch_cls,
         )  # fmt: skip
         c = self.arrays
         rows = _grow(c.rows, self._n_rows + 1)

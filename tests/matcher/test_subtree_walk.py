@@ -73,20 +73,33 @@ def _walk(
     info: TokenizerInfo,
     skip: bool,
     budget: int | None = None,
+    n_ids: int | None = None,
 ) -> tuple[list[int], list[int], np.ndarray, int]:
-    """The kernel's row: accepted ids (sorted), uncertain ids (as written), their lcp, skips."""
+    """The kernel's row: accepted ids (sorted, read from the bitset), uncertain ids (as written),
+    their lcp, skips. The id list has room for ``n_ids`` (default: all); the ids written must be
+    the first accepted ones in byte order."""
     n_states = trans.shape[0]
     steps, rad, rad_utf8 = _chain_sets(trans) if skip else _no_chains(n_states)
     dfa_info = np.zeros((n_states, 3), dtype=np.int32)
     dfa_info[:, 0] = accept
     v = info.vocab_size
-    out = [np.empty(v, dtype=np.int32) for _ in range(3)]
+    ids = np.empty(v if n_ids is None else n_ids, dtype=np.int32)
+    bits = np.zeros((v + 31) // 32, dtype=np.uint32)
+    out = [np.empty(v, dtype=np.int32) for _ in range(2)]
     n_acc, n_unc, skipped = K.classify_tokens(
         trans, dfa_info, steps, rad, rad_utf8, q, trie.num_nodes if budget is None else budget,
         trie.max_depth, trie.byte, trie.depth, trie.next, trie.tok_ptr, trie.tok_ids, trie.tok_lcp,
-        trie.below, trie.below_utf8, trie.height, info.token_indptr, info.token_data, *out,
+        trie.below, trie.below_utf8, trie.height, info.token_indptr, info.token_data, ids, bits,
+        *out,
     )  # fmt: skip
-    return sorted(out[0][:n_acc].tolist()), out[1][:n_unc].tolist(), out[2][:n_unc], skipped
+    if n_acc < 0:
+        return [], [], out[1][:0], skipped
+    accepted = np.flatnonzero(np.unpackbits(bits.view(np.uint8), bitorder="little")[:v])
+    assert accepted.shape[0] == n_acc
+    in_byte_order = sorted(accepted.tolist(), key=lambda t: (info.token_bytes[t], t))
+    written = min(n_acc, ids.shape[0])
+    assert ids[:written].tolist() == in_byte_order[:written]
+    return accepted.tolist(), out[0][:n_unc].tolist(), out[1][:n_unc], skipped
 
 
 def _no_chains(n_states: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -128,7 +141,7 @@ def _check_row(
     assert got_acc == acc
     assert got_unc == unc
     assert got_lcp.tolist() == _lcp(tb, unc)
-    plain = _walk(trans, accept, q, trie, info, skip=False)
+    plain = _walk(trans, accept, q, trie, info, skip=False, n_ids=2)  # ids cut short, bits whole
     assert plain[0] == acc and plain[1] == unc and plain[3] == 0
     return skipped
 
