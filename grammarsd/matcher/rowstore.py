@@ -6,11 +6,13 @@ vocabulary. ``_kernels.sub_dfa_signature`` writes a canonical encoding of that s
 store maps (tokenizer fingerprint, encoding) to the row, so a grammar that reaches a state
 equivalent to one some earlier grammar computed copies the row instead of walking the token trie.
 Most terminal DFAs (JSON string bodies, numbers, whitespace, literals, common keys) recur across
-grammars, and every JSON Schema compiles its own grammar.
+grammars, and every JSON Schema compiles its own grammar. A row refined for the bytes that may
+follow q's terminal (``_kernels.refine_uncertain``) is stored too, under the encoding and those
+bytes: most grammars that share a string body also share what follows it (a quote).
 
-Invariants: rows hold token ids only, never DFA state numbers, so a stored row is valid for every
-grammar; keys are the full encodings, compared exactly on lookup (no hash collision to trust);
-stored arrays are read-only; the total of keys and arrays stays within ``max_bytes``.
+Invariants: rows hold token ids and class numbers only, never DFA state numbers, so a stored row is
+valid for every grammar; keys are the full encodings, compared exactly on lookup (no hash collision
+to trust); stored arrays are read-only; the total of keys and arrays stays within ``max_bytes``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from typing import NamedTuple
 import numpy as np
 
 DEFAULT_MAX_BYTES = 256 << 20
+_NO_CLASSES = np.zeros(0, dtype=np.int32)
+_NO_CLASSES.setflags(write=False)
 
 
 class Row(NamedTuple):
@@ -30,18 +34,21 @@ class Row(NamedTuple):
     ``accepted`` is a bitset (uint32 [W]) when ``dense``, else a list of token ids (int32);
     ``unc_tok`` / ``unc_lcp`` are the uncertain tokens (q's DFA accepts after one byte or more, then
     dies) in byte order and their common-prefix lengths with the previous one. Which of them the
-    parser may take also depends on the bytes that may follow q's terminal, so each grammar refines
-    them as it adds the row (``_kernels.refine_uncertain``).
+    parser may take also depends on the bytes that may follow q's terminal: a *refined* row keeps
+    only those, with their suffix classes ``unc_cls`` (``classes`` of them); an unrefined one has
+    ``classes == -1`` and an empty ``unc_cls``.
     """
 
     dense: bool
     accepted: np.ndarray
     unc_tok: np.ndarray
     unc_lcp: np.ndarray
+    unc_cls: np.ndarray = _NO_CLASSES
+    classes: int = -1
 
     @property
     def nbytes(self) -> int:
-        return self.accepted.nbytes + self.unc_tok.nbytes + self.unc_lcp.nbytes
+        return self.accepted.nbytes + self.unc_tok.nbytes + self.unc_lcp.nbytes + self.unc_cls.nbytes
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -51,7 +58,8 @@ def _frozen(a: np.ndarray) -> np.ndarray:
 
 
 class RowStore:
-    """Thread-safe LRU map (tokenizer fingerprint, sub-automaton signature) -> ``Row``.
+    """Thread-safe LRU map (tokenizer fingerprint, sub-automaton signature, FOLLOW bytes) -> ``Row``;
+    the FOLLOW bytes are empty for unrefined rows.
 
     Parameters
     ----------
@@ -62,7 +70,7 @@ class RowStore:
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.max_bytes = max_bytes
-        self._rows: OrderedDict[tuple[str, bytes], Row] = OrderedDict()
+        self._rows: OrderedDict[tuple[str, bytes, bytes], Row] = OrderedDict()
         self._lock = threading.Lock()
         self.nbytes = 0
         self.hits = 0
@@ -72,12 +80,13 @@ class RowStore:
         return len(self._rows)
 
     @staticmethod
-    def _cost(key: tuple[str, bytes], row: Row) -> int:
-        return len(key[1]) + row.nbytes
+    def _cost(key: tuple[str, bytes, bytes], row: Row) -> int:
+        return len(key[1]) + len(key[2]) + row.nbytes
 
-    def get(self, fingerprint: str, signature: bytes) -> Row | None:
-        """The stored row, marked most recently used, or None (counted as a miss)."""
-        key = (fingerprint, signature)
+    def get(self, fingerprint: str, signature: bytes, follow: bytes = b"") -> Row | None:
+        """The stored row (refined for ``follow`` unless it is empty), marked most recently used,
+        or None (counted as a miss)."""
+        key = (fingerprint, signature, follow)
         with self._lock:
             row = self._rows.get(key)
             if row is None:
@@ -87,10 +96,13 @@ class RowStore:
             self.hits += 1
             return row
 
-    def put(self, fingerprint: str, signature: bytes, row: Row) -> None:
-        """Store a copy of ``row`` (read-only arrays), evicting least recently used rows to fit."""
-        key = (fingerprint, signature)
-        stored = Row(row.dense, _frozen(row.accepted), _frozen(row.unc_tok), _frozen(row.unc_lcp))
+    def put(self, fingerprint: str, signature: bytes, row: Row, follow: bytes = b"") -> None:
+        """Store a copy of ``row`` (read-only arrays), evicting least recently used rows to fit;
+        ``follow`` names the FOLLOW bytes a refined row was refined for (empty: unrefined)."""
+        if (row.classes >= 0) != bool(follow):
+            raise ValueError("a refined row is stored with its FOLLOW bytes, an unrefined without")
+        key = (fingerprint, signature, follow)
+        stored = Row(*(_frozen(a) if isinstance(a, np.ndarray) else a for a in row))
         cost = self._cost(key, stored)
         with self._lock:
             if cost > self.max_bytes or key in self._rows:

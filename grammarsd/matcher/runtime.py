@@ -48,10 +48,12 @@ def _grow(a: np.ndarray, need: int) -> np.ndarray:
 class MaskCache:
     """Growable arrays behind ``_kernels.Cache``; ``ensure(q)`` adds the row of DFA state q.
 
-    Rows come from, in order: a trie walk bounded by ``CHEAP_WALK_NODES``, another state of this
-    grammar with the same sub-automaton signature and FOLLOW bytes (the index points both at one
-    row), the shared ``RowStore``, or a full trie walk (then stored). Each row's uncertain tokens
-    are refined for the grammar as the row is added (``_kernels.refine_uncertain``).
+    Rows come from, in order: a trie walk bounded by ``CHEAP_WALK_NODES`` (skipped for tiled
+    states, which are named for free), another state of this grammar with the same sub-automaton
+    signature and FOLLOW bytes (the index points both at one row), the shared ``RowStore`` (a row
+    refined for the same FOLLOW bytes, else an unrefined one), or a full trie walk (then stored).
+    Uncertain tokens are refined for the grammar (``_kernels.refine_uncertain``) unless the
+    stored row already was.
     """
 
     def __init__(
@@ -121,30 +123,42 @@ class MaskCache:
         with self._lock:
             if self.arrays.index[q] >= 0:
                 return
-            t = self._tables
-            follow = t.follow_bytes[t.dfa_info[q, 2]]
-            row = self._walk(q, CHEAP_WALK_NODES)
-            if row is not None:
-                r = self._append(q, row, follow)
-            else:
-                signature = self._signature(q)
-                # refined rows also depend on the FOLLOW bytes of the state's terminal
-                key = None if signature is None else signature + follow.tobytes()
-                r = None if key is None else self._row_of_signature.get(key)
-                if r is None:
-                    store = self._store
-                    row = None if signature is None else store.get(self._fingerprint, signature)
-                    if row is None:
-                        row = self._walk(q, -1)
-                        assert row is not None
-                        self.walks += 1
-                        if signature is not None:
-                            store.put(self._fingerprint, signature, row)
-                    r = self._append(q, row, follow)
-                    if key is not None:
-                        self._row_of_signature[key] = r
+            r = self._row_of(q)
             self.arrays.index[q] = r  # after _append: the published index covers row r
             self._n_states += 1
+
+    def _row_of(self, q: int) -> int:
+        """The number of ``q``'s row, appended unless an equivalent state of this grammar has one.
+
+        Tiled states are named for free, so the store is asked first; other states first try a
+        cheap walk, since most are answered by one before a signature is worth reading."""
+        t = self._tables
+        follow = t.follow_bytes[t.dfa_info[q, 2]]
+        if self._tile[q, 0] < 0:
+            row = self._walk(q, CHEAP_WALK_NODES)
+            if row is not None:
+                return self._append(self._refine(q, row, follow))
+        signature = self._signature(q)
+        if signature is None:
+            self.walks += 1
+            return self._append(self._refine(q, self._full_walk(q), follow))
+        # refined rows also depend on the FOLLOW bytes of the state's terminal
+        follow_key = follow.tobytes()
+        r = self._row_of_signature.get(signature + follow_key)
+        if r is not None:
+            return r
+        store, fp = self._store, self._fingerprint
+        refined = store.get(fp, signature, follow_key)
+        if refined is None:
+            row = store.get(fp, signature)
+            if row is None:
+                row = self._full_walk(q)
+                self.walks += 1
+                store.put(fp, signature, row)
+            refined = self._refine(q, row, follow)
+            store.put(fp, signature, refined, follow_key)
+        r = self._row_of_signature[signature + follow_key] = self._append(refined)
+        return r
 
     def _signature(self, q: int) -> bytes | None:
         """A key naming the sub-automaton reachable from ``q`` as far as tokens can tell
@@ -165,6 +179,11 @@ class MaskCache:
             t.dfa_trans, t.dfa_info, q, self._sig_order, self._sig_label, self._sig_out
         )
         return self._sig_out[:n].tobytes() if n >= 0 else None
+
+    def _full_walk(self, q: int) -> Row:
+        row = self._walk(q, -1)
+        assert row is not None  # no budget: the walk always completes
+        return row
 
     def _walk(self, q: int, budget: int) -> Row | None:
         """The row of ``q`` by one DFA-only walk of the token trie (views of scratch buffers), or
@@ -204,10 +223,10 @@ class MaskCache:
             return Row(True, bits, *unc)
         return Row(False, self._scratch_acc[:n_acc], *unc)
 
-    def _append(self, q: int, row: Row, follow: np.ndarray) -> int:
-        """Refine ``row``'s uncertain tokens for state ``q`` whose terminal may be followed by the
-        bytes of ``follow``, copy the row into the cache arrays and publish them; returns its row
-        number."""
+    def _refine(self, q: int, row: Row, follow: np.ndarray) -> Row:
+        """``row`` with only the uncertain tokens the parser may take when ``q``'s terminal may be
+        followed by the bytes of ``follow`` (uint64 [4]), and their suffix classes
+        (``_kernels.refine_uncertain``); the new arrays are views of scratch buffers."""
         t = self._tables
         unc_tok, unc_lcp = row.unc_tok, row.unc_lcp
         if not unc_tok.flags.writeable:  # a stored row: copied, so the kernel has one signature
@@ -216,9 +235,15 @@ class MaskCache:
             unc_tok[:] = row.unc_tok
             unc_lcp[:] = row.unc_lcp
         n_unc, n_cls = K.refine_uncertain(
-            t.dfa_trans, t.dfa_info, q, follow, self._trie.max_depth, self._indptr, self._data,
-            unc_tok, unc_lcp, self._scratch_tok, self._scratch_lcp, self._scratch_cls,
+            t.dfa_trans, t.dfa_info, q, follow, self._trie.max_depth, self._indptr, self._data, unc_tok, unc_lcp,
+            self._scratch_tok, self._scratch_lcp, self._scratch_cls,
         )  # fmt: skip
+        kept = (self._scratch_tok[:n_unc], self._scratch_lcp[:n_unc], self._scratch_cls[:n_unc])
+        return Row(row.dense, row.accepted, *kept, classes=n_cls)
+
+    def _append(self, row: Row) -> int:
+        """Copy the refined ``row`` into the cache arrays and publish them; returns its row
+        number."""
         c = self.arrays
         rows = _grow(c.rows, self._n_rows + 1)
         dense_bits, acc_tok = c.dense_bits, c.acc_tok
@@ -235,13 +260,12 @@ class MaskCache:
             acc_tok[acc_lo:acc_hi] = row.accepted
             self._n_acc = acc_hi
         unc_lo = self._n_unc
-        unc_hi = unc_lo + n_unc
-        scratch = (self._scratch_tok, self._scratch_lcp, self._scratch_cls)
+        unc_hi = unc_lo + row.unc_tok.shape[0]
         unc = [_grow(a, unc_hi) for a in (c.unc_tok, c.unc_lcp, c.unc_cls)]
-        for a, part in zip(unc, scratch, strict=True):
-            a[unc_lo:unc_hi] = part[:n_unc]
+        for a, part in zip(unc, (row.unc_tok, row.unc_lcp, row.unc_cls), strict=True):
+            a[unc_lo:unc_hi] = part
         self._n_unc = unc_hi
-        rows[self._n_rows] = (dense, acc_lo, acc_hi, unc_lo, unc_hi, n_cls)
+        rows[self._n_rows] = (dense, acc_lo, acc_hi, unc_lo, unc_hi, row.classes)
         new = K.Cache(c.index, rows, dense_bits, acc_tok, *unc)
         if any(a is not b for a, b in zip(new[1:], c[1:], strict=True)):
             # a kernel running on the old snapshot must never see an index entry pointing past

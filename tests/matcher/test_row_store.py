@@ -254,3 +254,31 @@ def test_tiled_states_share_rows_across_bounds_and_grammars() -> None:
     third = gs.compile_regex(r"xx[ab]{0,40}y", VOCAB, cache=False)  # same repeat, new context
     _walk_against_reference(third, b"xxabab")
     assert store.hits > hits  # its counter states came from the store, and the masks are right
+
+
+@pytest.mark.usefixtures("no_cheap_walks")
+def test_refined_rows_are_shared_only_for_the_same_follow_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the counter states of [ab]{0,40} are refined for what may follow the repeat: "y" twice
+    # (the second grammar copies refined rows), then "e" (refined anew)
+    store = RowStore()
+    monkeypatch.setattr(runtime_module, "shared_row_store", lambda: store)
+    refined: list[int] = []
+    refine = K.refine_uncertain
+
+    def spy(trans, info, q, *rest):  # noqa: ANN001, ANN202
+        refined.append(int(q))
+        return refine(trans, info, q, *rest)
+
+    monkeypatch.setattr(K, "refine_uncertain", spy)
+
+    def tiled_refines(pattern: str, text: bytes) -> int:
+        refined.clear()
+        compiled = gs.compile_regex(pattern, VOCAB, cache=False)
+        _walk_against_reference(compiled, text)
+        return sum(compiled.tables.state_tile[q, 0] >= 0 for q in refined)
+
+    assert tiled_refines(r"12[ab]{0,40}y", b"12abab") > 0
+    assert tiled_refines(r"ke[ab]{0,40}y", b"keabab") == 0
+    assert tiled_refines(r"ke[ab]{0,40}e", b"keabab") > 0
