@@ -30,9 +30,9 @@ for a scan in DFA state q, a token whose bytes keep q's DFA alive is allowed wha
 the parser holds; only tokens that pass an accepting state and then leave the terminal (``U(q)``)
 need the parser. The mask is the union of ``A(q)`` over live scans plus the tokens of ``U(q)`` that a
 real parse accepts; ``U(q)`` is kept in byte order with longest-common-prefix lengths, so checking it
-is a trie walk restricted to those tokens. When a grammar adds a row, a DFA-only test (the terminal
-must end before a byte that can follow it) drops most of ``U(q)`` exactly, once, and numbers
-*suffix classes*: tokens that reach the same DFA state where the terminal ends and go on with the
+is a trie walk restricted to those tokens. The walk that builds a row keeps in ``U(q)`` only the
+tokens in which the terminal may end before a byte that can follow it (a DFA-only test, exact; the
+row then depends on the FOLLOW bytes of q's terminal too), and numbers *suffix classes*: tokens that reach the same DFA state where the terminal ends and go on with the
 same bytes. Among the tokens on which every other live scan dies without ending its terminal
 (always, at a chart position with one live scan) the parser accepts all of a class or none, so
 one walk per class decides them (a JSON string body: ~1,150 uncertain Llama-3 tokens, ~150 kept,
@@ -1028,6 +1028,7 @@ def classify_tokens(
     rad: np.ndarray,
     rad_utf8: np.ndarray,
     q: int,
+    follow: np.ndarray,
     budget: int,
     max_depth: int,
     byte: np.ndarray,
@@ -1043,29 +1044,41 @@ def classify_tokens(
     token_data: np.ndarray,
     accepted: np.ndarray,
     bits: np.ndarray,
-    uncertain: np.ndarray,
+    kept: np.ndarray,
     lcp: np.ndarray,
-) -> tuple[int, int, int]:
-    """Split the vocabulary for a scan in DFA state ``q`` by one DFA-only walk of the token trie.
+    cls: np.ndarray,
+) -> tuple[int, int, int, int]:
+    """The mask-cache row of a scan in DFA state ``q`` whose terminal may be followed by the bytes
+    of ``follow`` (uint64 [4]), by one DFA-only walk of the token trie.
 
-    Sets the bit of every accepted token (the DFA stays alive over all its bytes) in ``bits``
-    (uint32 words, zero on entry) and writes the first ``len(accepted)`` of their ids to
-    ``accepted`` in byte order: when there are more, the bitset is the smaller row, and a string
-    body's ~120k accepted Llama-3 ids are never written out (a walk is memory bound). Writes
-    uncertain ones (the DFA accepted after one byte or more, then died) to ``uncertain`` in byte
-    order, with ``lcp`` = common prefix length with the previous uncertain token. The rest are
-    rejected. Where ``_subtree_stays`` holds at a live node (``steps`` / ``rad`` /
-    ``rad_utf8`` from ``chain_sets``, ``below`` / ``below_utf8`` / ``height`` from the trie), the
-    node's whole subtree is accepted at once, one id range, and the walk jumps past it: inside a
-    JSON string body (a loop) or a ``maxLength`` string (a chain of counting states) most of the
-    trie is never visited. The output is the same as without the jumps (all-zero radii turn them
-    off). Covers at most ``budget`` trie nodes (a subtree taken whole counts all its nodes, so the
-    bound means what it means without the jumps). Returns both counts and the number of subtrees
-    taken whole, or (-1, -1, -1) when the budget runs out first.
+    *Accepted* tokens keep the DFA alive over all their bytes: their bits are set in ``bits``
+    (uint32 words, zero on entry) and the first ``len(accepted)`` of their ids are written to
+    ``accepted`` in byte order (when there are more, the bitset is the smaller row, and a string
+    body's ~120k accepted Llama-3 ids are never written out: a walk is memory bound). The others
+    are rejected whatever the parser holds unless the terminal may end inside them: after ``j >= 1``
+    bytes the DFA accepts and byte ``j`` is in ``follow`` (the first such ``j``, while the DFA is
+    alive, is the token's *split*). Those *uncertain* tokens are written to ``kept`` in byte order,
+    with ``lcp`` = common prefix length with the previous one and ``cls`` = a suffix class: two
+    tokens share a class iff they reach the same DFA state at their splits and have the same bytes
+    from there on. From a chart position where no other scan takes part in the parse of a token
+    (``_others_dead``), the parse is then in the same state at both splits (an earlier end of the
+    terminal, before a byte outside ``follow``, leads nowhere), so the parser accepts both or
+    neither. Every token below a node where the DFA dies shares the node's split, so the test
+    costs nothing per token.
+
+    Where ``_subtree_stays`` holds at a live node (``steps`` / ``rad`` / ``rad_utf8`` from
+    ``chain_sets``, ``below`` / ``below_utf8`` / ``height`` from the trie), the node's whole
+    subtree is accepted at once, one id range, and the walk jumps past it: inside a JSON string
+    body (a loop) or a ``maxLength`` string (a chain of counting states) most of the trie is never
+    visited. The output is the same as without the jumps (all-zero radii turn them off). Covers at
+    most ``budget`` trie nodes (a subtree taken whole counts all its nodes, so the bound means what
+    it means without the jumps). Returns the numbers of accepted tokens, uncertain tokens and
+    classes and of subtrees taken whole, or (-1, -1, -1, -1) when the budget runs out first.
     """
-    stack = np.empty(max_depth + 2, dtype=np.int64)
-    seen_accept = np.zeros(stack.shape[0], dtype=np.uint8)
+    stack = np.empty(max_depth + 2, dtype=np.int64)  # DFA state after the node at each depth
+    split = np.empty(stack.shape[0], dtype=np.int64)  # split on the path to it (-1: none yet)
     stack[0] = q
+    split[0] = -1
     n_ids = accepted.shape[0]
     n_acc = 0
     n_unc = 0
@@ -1076,9 +1089,14 @@ def classify_tokens(
     while k < n:
         visited += 1
         if visited > budget:
-            return -1, -1, -1
+            return -1, -1, -1, -1
         d = depth[k]
-        s2 = dfa_trans[stack[d - 1], byte[k]]
+        b = byte[k]
+        parent = stack[d - 1]
+        at = split[d - 1]
+        if at < 0 and d >= 2 and dfa_info[parent, 0] != 0 and _in_bits(follow, b):
+            at = d - 1  # the terminal may end before this byte
+        s2 = dfa_trans[parent, b]
         if s2 >= 0:
             end = nxt[k]
             h = height[k]
@@ -1086,10 +1104,10 @@ def classify_tokens(
                 skipped += 1
                 visited += end - k - 1
                 if visited > budget:
-                    return -1, -1, -1
+                    return -1, -1, -1, -1
             else:
                 stack[d] = s2
-                seen_accept[d] = seen_accept[d - 1] | (dfa_info[s2, 0] != 0)
+                split[d] = at
                 end = k + 1
             for j in range(tok_ptr[k], tok_ptr[end]):
                 t = tok_ids[j]
@@ -1099,20 +1117,22 @@ def classify_tokens(
                 n_acc += 1
             k = end
         else:
-            if seen_accept[d - 1]:
+            if at >= 0:
                 lo, hi = tok_ptr[k], tok_ptr[nxt[k]]
                 for j in range(lo, hi):
                     t = tok_ids[j]
-                    uncertain[n_unc] = t
+                    kept[n_unc] = t
+                    cls[n_unc] = at  # until the classes are numbered
                     if j > lo:  # the previous uncertain token is the previous one in the trie
                         lcp[n_unc] = tok_lcp[j]
                     elif n_unc > 0:
-                        lcp[n_unc] = _common_prefix(token_indptr, token_data, uncertain[n_unc - 1], t)
+                        lcp[n_unc] = _common_prefix(token_indptr, token_data, kept[n_unc - 1], t)
                     else:
                         lcp[n_unc] = 0
                     n_unc += 1
             k = nxt[k]
-    return n_acc, n_unc, skipped
+    n_cls = _number_classes(dfa_trans, q, token_indptr, token_data, kept, cls, n_unc)
+    return n_acc, n_unc, n_cls, skipped
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -1126,79 +1146,6 @@ def _common_prefix(token_indptr, token_data, a, b):  # noqa: ANN001, ANN202
             break
         shared += 1
     return shared
-
-
-@njit(cache=True, nogil=True)
-def refine_uncertain(
-    dfa_trans: np.ndarray,
-    dfa_info: np.ndarray,
-    q: int,
-    follow: np.ndarray,
-    max_depth: int,
-    token_indptr: np.ndarray,
-    token_data: np.ndarray,
-    unc_tok: np.ndarray,
-    unc_lcp: np.ndarray,
-    out_tok: np.ndarray,
-    out_lcp: np.ndarray,
-    out_cls: np.ndarray,
-) -> tuple[int, int]:
-    """Keep the uncertain tokens of a scan in DFA state ``q`` that the parser may take, and class
-    them; ``follow`` (uint64 [4]) is the set of bytes that may follow the scan's terminal.
-
-    A token of ``unc_tok`` (byte order, ``unc_lcp`` as ``classify_tokens`` writes it) can only be
-    allowed through the scan if the terminal ends inside it: after ``j >= 1`` of its bytes the DFA
-    accepts and byte ``j`` is in ``follow`` (its first such ``j`` is its *split*); the others are
-    dropped, exactly. Kept ids go to ``out_tok`` in byte order, with ``out_lcp`` = common prefix
-    length with the previous kept one and ``out_cls`` = a suffix class: two tokens share a class
-    iff they reach the same DFA state at their splits and have the same bytes from there on. From a
-    chart position that holds this scan alone, the parse is then in the same state at both splits
-    (no other scan is alive, and an earlier end of the terminal, before a byte outside ``follow``,
-    leads nowhere), so the parser accepts both or neither. Returns the numbers of kept tokens and
-    of classes.
-
-    Tokens are decided in byte order, reusing the DFA states of the prefix shared with the previous
-    one: a token is decided (split found, or the DFA died) on its first ``decided`` bytes, and so is
-    every following token that shares them, without reading its bytes.
-    """
-    dstate = np.empty(max_depth + 1, dtype=np.int64)  # DFA state after v bytes, v <= valid
-    dstate[0] = q
-    valid = 0
-    decided = 0  # the last token read was decided on this many leading bytes (0: none)
-    kept = False  # ... and was kept, with this split
-    split = 0
-    run_lcp = 0  # common prefix with the previous kept token: min of unc_lcp since then
-    n = 0
-    for i in range(unc_tok.shape[0]):
-        t = unc_tok[i]
-        shared = unc_lcp[i]
-        run_lcp = min(run_lcp, shared)
-        valid = min(valid, shared)
-        if shared < decided:
-            decided = 0
-        if decided == 0:
-            lo, hi = token_indptr[t], token_indptr[t + 1]
-            kept = False
-            while valid < hi - lo:
-                b = token_data[lo + valid]
-                s = dstate[valid]
-                if valid >= 1 and dfa_info[s, 0] != 0 and _in_bits(follow, b):
-                    kept = True
-                    split = valid
-                    break
-                s = dfa_trans[s, b]
-                if s < 0:
-                    break
-                valid += 1
-                dstate[valid] = s
-            decided = valid + 1
-        if kept:
-            out_tok[n] = t
-            out_lcp[n] = run_lcp if n > 0 else 0
-            out_cls[n] = split  # until the classes are numbered
-            n += 1
-            run_lcp = END
-    return n, _number_classes(dfa_trans, q, token_indptr, token_data, out_tok, out_cls, n)
 
 
 @njit(cache=True, nogil=True)

@@ -1,14 +1,13 @@
 """Mask-cache rows shared across grammars: a process-wide, memory-bounded LRU store per tokenizer.
 
 A row (the accepted and uncertain tokens of a scan in DFA state q, see ``matcher._kernels``) depends
-only on the sub-automaton reachable from q — its transitions and accept flags — and on the
-vocabulary. ``_kernels.sub_dfa_signature`` writes a canonical encoding of that sub-automaton; this
-store maps (tokenizer fingerprint, encoding) to the row, so a grammar that reaches a state
-equivalent to one some earlier grammar computed copies the row instead of walking the token trie.
-Most terminal DFAs (JSON string bodies, numbers, whitespace, literals, common keys) recur across
-grammars, and every JSON Schema compiles its own grammar. A row refined for the bytes that may
-follow q's terminal (``_kernels.refine_uncertain``) is stored too, under the encoding and those
-bytes: most grammars that share a string body also share what follows it (a quote).
+only on the sub-automaton reachable from q — its transitions and accept flags —, on the bytes that
+may follow q's terminal and on the vocabulary. ``_kernels.sub_dfa_signature`` writes a canonical
+encoding of that sub-automaton; this store maps (tokenizer fingerprint, encoding, FOLLOW bytes) to
+the row, so a grammar that reaches a state equivalent to one some earlier grammar computed copies
+the row instead of walking the token trie. Most terminal DFAs (JSON string bodies, numbers,
+whitespace, literals, common keys) recur across grammars with what follows them, and every JSON
+Schema compiles its own grammar.
 
 Invariants: rows hold token ids and class numbers only, never DFA state numbers, so a stored row is
 valid for every grammar; keys are the full encodings, compared exactly on lookup (no hash collision
@@ -24,31 +23,29 @@ from typing import NamedTuple
 import numpy as np
 
 DEFAULT_MAX_BYTES = 256 << 20
-_NO_CLASSES = np.zeros(0, dtype=np.int32)
-_NO_CLASSES.setflags(write=False)
 
 
 class Row(NamedTuple):
     """One mask-cache row in storage form.
 
     ``accepted`` is a bitset (uint32 [W]) when ``dense``, else a list of token ids (int32);
-    ``unc_tok`` / ``unc_lcp`` are the uncertain tokens (q's DFA accepts after one byte or more, then
-    dies) in byte order and their common-prefix lengths with the previous one. Which of them the
-    parser may take also depends on the bytes that may follow q's terminal: a *refined* row keeps
-    only those, with their suffix classes ``unc_cls`` (``classes`` of them); an unrefined one has
-    ``classes == -1`` and an empty ``unc_cls``.
+    ``unc_tok`` / ``unc_lcp`` / ``unc_cls`` are the uncertain tokens (the terminal may end inside
+    them before a byte that may follow it) in byte order, their common-prefix lengths with the
+    previous one and their suffix classes, ``classes`` of them (see ``_kernels.classify_tokens``).
     """
 
     dense: bool
     accepted: np.ndarray
     unc_tok: np.ndarray
     unc_lcp: np.ndarray
-    unc_cls: np.ndarray = _NO_CLASSES
-    classes: int = -1
+    unc_cls: np.ndarray
+    classes: int
 
     @property
     def nbytes(self) -> int:
-        return self.accepted.nbytes + self.unc_tok.nbytes + self.unc_lcp.nbytes + self.unc_cls.nbytes
+        return (
+            self.accepted.nbytes + self.unc_tok.nbytes + self.unc_lcp.nbytes + self.unc_cls.nbytes
+        )
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -58,8 +55,7 @@ def _frozen(a: np.ndarray) -> np.ndarray:
 
 
 class RowStore:
-    """Thread-safe LRU map (tokenizer fingerprint, sub-automaton signature, FOLLOW bytes) -> ``Row``;
-    the FOLLOW bytes are empty for unrefined rows.
+    """Thread-safe LRU map (tokenizer fingerprint, sub-automaton signature, FOLLOW bytes) -> ``Row``.
 
     Parameters
     ----------
@@ -83,9 +79,8 @@ class RowStore:
     def _cost(key: tuple[str, bytes, bytes], row: Row) -> int:
         return len(key[1]) + len(key[2]) + row.nbytes
 
-    def get(self, fingerprint: str, signature: bytes, follow: bytes = b"") -> Row | None:
-        """The stored row (refined for ``follow`` unless it is empty), marked most recently used,
-        or None (counted as a miss)."""
+    def get(self, fingerprint: str, signature: bytes, follow: bytes) -> Row | None:
+        """The stored row, marked most recently used, or None (counted as a miss)."""
         key = (fingerprint, signature, follow)
         with self._lock:
             row = self._rows.get(key)
@@ -96,11 +91,8 @@ class RowStore:
             self.hits += 1
             return row
 
-    def put(self, fingerprint: str, signature: bytes, row: Row, follow: bytes = b"") -> None:
-        """Store a copy of ``row`` (read-only arrays), evicting least recently used rows to fit;
-        ``follow`` names the FOLLOW bytes a refined row was refined for (empty: unrefined)."""
-        if (row.classes >= 0) != bool(follow):
-            raise ValueError("a refined row is stored with its FOLLOW bytes, an unrefined without")
+    def put(self, fingerprint: str, signature: bytes, follow: bytes, row: Row) -> None:
+        """Store a copy of ``row`` (read-only arrays), evicting least recently used rows to fit."""
         key = (fingerprint, signature, follow)
         stored = Row(*(_frozen(a) if isinstance(a, np.ndarray) else a for a in row))
         cost = self._cost(key, stored)

@@ -50,10 +50,9 @@ class MaskCache:
 
     Rows come from, in order: a trie walk bounded by ``CHEAP_WALK_NODES`` (skipped for tiled
     states, which are named for free), another state of this grammar with the same sub-automaton
-    signature and FOLLOW bytes (the index points both at one row), the shared ``RowStore`` (a row
-    refined for the same FOLLOW bytes, else an unrefined one), or a full trie walk (then stored).
-    Uncertain tokens are refined for the grammar (``_kernels.refine_uncertain``) unless the
-    stored row already was.
+    signature and FOLLOW bytes (the index points both at one row), the shared ``RowStore``, or a
+    full trie walk (then stored). A row depends on the state's sub-automaton and on the bytes that
+    may follow its terminal (``_kernels.classify_tokens``).
     """
 
     def __init__(
@@ -97,9 +96,7 @@ class MaskCache:
         self._sig_out = np.empty(_SIG_MAX_INTS, dtype=np.int32)
         vocab = info.vocab_size
         self._scratch_acc = np.empty(self.words, dtype=np.int32)  # classify_tokens' outputs
-        self._scratch_unc = np.empty(vocab, dtype=np.int32)
-        self._scratch_unc_lcp = np.empty(vocab, dtype=np.int32)
-        self._scratch_tok = np.empty(vocab, dtype=np.int32)  # refine_uncertain's outputs
+        self._scratch_tok = np.empty(vocab, dtype=np.int32)
         self._scratch_lcp = np.empty(vocab, dtype=np.int32)
         self._scratch_cls = np.empty(vocab, dtype=np.int32)
 
@@ -108,9 +105,8 @@ class MaskCache:
         """Bytes of what the cache owns besides its rows (``arrays``): per-state step sets and
         radii, signature buffers and the vocabulary-sized scratch of the row builders."""
         owned = (self._steps, self._rad, self._rad_utf8, self._sig_ok, self._sig_label,
-                 self._sig_order, self._sig_out, self._scratch_acc, self._scratch_unc,
-                 self._scratch_unc_lcp, self._scratch_tok, self._scratch_lcp,
-                 self._scratch_cls)  # fmt: skip
+                 self._sig_order, self._sig_out, self._scratch_acc, self._scratch_tok,
+                 self._scratch_lcp, self._scratch_cls)  # fmt: skip
         return sum(a.nbytes for a in owned)
 
     @property
@@ -135,29 +131,25 @@ class MaskCache:
         t = self._tables
         follow = t.follow_bytes[t.dfa_info[q, 2]]
         if self._tile[q, 0] < 0:
-            row = self._walk(q, CHEAP_WALK_NODES)
+            row = self._walk(q, follow, CHEAP_WALK_NODES)
             if row is not None:
-                return self._append(self._refine(q, row, follow))
+                return self._append(row)
         signature = self._signature(q)
         if signature is None:
             self.walks += 1
-            return self._append(self._refine(q, self._full_walk(q), follow))
-        # refined rows also depend on the FOLLOW bytes of the state's terminal
+            return self._append(self._full_walk(q, follow))
+        # rows also depend on the FOLLOW bytes of the state's terminal
         follow_key = follow.tobytes()
         r = self._row_of_signature.get(signature + follow_key)
         if r is not None:
             return r
         store, fp = self._store, self._fingerprint
-        refined = store.get(fp, signature, follow_key)
-        if refined is None:
-            row = store.get(fp, signature)
-            if row is None:
-                row = self._full_walk(q)
-                self.walks += 1
-                store.put(fp, signature, row)
-            refined = self._refine(q, row, follow)
-            store.put(fp, signature, refined, follow_key)
-        r = self._row_of_signature[signature + follow_key] = self._append(refined)
+        row = store.get(fp, signature, follow_key)
+        if row is None:
+            row = self._full_walk(q, follow)
+            self.walks += 1
+            store.put(fp, signature, follow_key, row)
+        r = self._row_of_signature[signature + follow_key] = self._append(row)
         return r
 
     def _signature(self, q: int) -> bytes | None:
@@ -180,23 +172,25 @@ class MaskCache:
         )
         return self._sig_out[:n].tobytes() if n >= 0 else None
 
-    def _full_walk(self, q: int) -> Row:
-        row = self._walk(q, -1)
+    def _full_walk(self, q: int, follow: np.ndarray) -> Row:
+        row = self._walk(q, follow, -1)
         assert row is not None  # no budget: the walk always completes
         return row
 
-    def _walk(self, q: int, budget: int) -> Row | None:
-        """The row of ``q`` by one DFA-only walk of the token trie (views of scratch buffers), or
-        None when the walk would visit more than ``budget`` trie nodes (-1: no bound)."""
+    def _walk(self, q: int, follow: np.ndarray, budget: int) -> Row | None:
+        """The row of ``q`` (its terminal followed by the bytes of ``follow``, uint64 [4]) by one
+        DFA-only walk of the token trie (views of scratch buffers), or None when the walk would
+        visit more than ``budget`` trie nodes (-1: no bound)."""
         trie = self._trie
         bits = np.zeros(self.words, dtype=np.uint32)
-        n_acc, n_unc, skipped = K.classify_tokens(
+        n_acc, n_unc, n_cls, skipped = K.classify_tokens(
             self._tables.dfa_trans,
             self._tables.dfa_info,
             self._steps,
             self._rad,
             self._rad_utf8,
             q,
+            follow,
             budget if budget >= 0 else trie.num_nodes,
             trie.max_depth,
             trie.byte,
@@ -212,38 +206,20 @@ class MaskCache:
             self._data,
             self._scratch_acc,
             bits,
-            self._scratch_unc,
-            self._scratch_unc_lcp,
+            self._scratch_tok,
+            self._scratch_lcp,
+            self._scratch_cls,
         )
         if n_acc < 0:
             return None
         self.skipped_subtrees += skipped
-        unc = (self._scratch_unc[:n_unc], self._scratch_unc_lcp[:n_unc])
+        unc = (self._scratch_tok[:n_unc], self._scratch_lcp[:n_unc], self._scratch_cls[:n_unc])
         if n_acc > self.words:  # a bitset is smaller than the id list
-            return Row(True, bits, *unc)
-        return Row(False, self._scratch_acc[:n_acc], *unc)
-
-    def _refine(self, q: int, row: Row, follow: np.ndarray) -> Row:
-        """``row`` with only the uncertain tokens the parser may take when ``q``'s terminal may be
-        followed by the bytes of ``follow`` (uint64 [4]), and their suffix classes
-        (``_kernels.refine_uncertain``); the new arrays are views of scratch buffers."""
-        t = self._tables
-        unc_tok, unc_lcp = row.unc_tok, row.unc_lcp
-        if not unc_tok.flags.writeable:  # a stored row: copied, so the kernel has one signature
-            n = unc_tok.shape[0]  # (a read-only one compiles anew, ~0.25 s in the first mask)
-            unc_tok, unc_lcp = self._scratch_unc[:n], self._scratch_unc_lcp[:n]
-            unc_tok[:] = row.unc_tok
-            unc_lcp[:] = row.unc_lcp
-        n_unc, n_cls = K.refine_uncertain(
-            t.dfa_trans, t.dfa_info, q, follow, self._trie.max_depth, self._indptr, self._data, unc_tok, unc_lcp,
-            self._scratch_tok, self._scratch_lcp, self._scratch_cls,
-        )  # fmt: skip
-        kept = (self._scratch_tok[:n_unc], self._scratch_lcp[:n_unc], self._scratch_cls[:n_unc])
-        return Row(row.dense, row.accepted, *kept, classes=n_cls)
+            return Row(True, bits, *unc, n_cls)
+        return Row(False, self._scratch_acc[:n_acc], *unc, n_cls)
 
     def _append(self, row: Row) -> int:
-        """Copy the refined ``row`` into the cache arrays and publish them; returns its row
-        number."""
+        """Copy ``row`` into the cache arrays and publish them; returns its row number."""
         c = self.arrays
         rows = _grow(c.rows, self._n_rows + 1)
         dense_bits, acc_tok = c.dense_bits, c.acc_tok

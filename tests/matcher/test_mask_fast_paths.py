@@ -1,7 +1,7 @@
 """The mask fill's fast paths against independent oracles.
 
-* ``refine_uncertain`` (which uncertain tokens the parser may take, and their suffix classes)
-  against a direct Python reading of its definition, on random DFAs and byte vocabularies;
+* ``classify_tokens``' uncertain tokens (those the parser may take) and their suffix classes
+  against a direct Python reading of their definition, on random DFAs and byte vocabularies;
 * suffix classes sharing one verdict per class at single-scan chart positions and beside scans
   that die inside the tokens (but never across a scan that may take part), and rows built by
   the bounded cheap walk or through signature and store, against the reference recognizer's
@@ -36,8 +36,9 @@ from grammarsd.matcher import runtime as runtime_module
 from grammarsd.matcher.reference import ReferenceRecognizer
 from grammarsd.matcher.runtime import runtime
 from grammarsd.tokenizer.info import TokenizerInfo
+from grammarsd.tokenizer.trie import TokenTrie
 
-# --------------------------------------------------------------------------- refine_uncertain
+# --------------------------------------------------------------------------- uncertain tokens
 
 BYTES = (0x61, 0x62, 0x63)  # a, b, c
 
@@ -71,31 +72,46 @@ def _split(trans: np.ndarray, info: np.ndarray, follow: set[int], q: int, tok: b
     return None
 
 
+def _alive(trans: np.ndarray, q: int, tok: bytes) -> bool:
+    s = q
+    for b in tok:
+        s = trans[s, b]
+        if s < 0:
+            return False
+    return True
+
+
 @settings(max_examples=150, deadline=None)
 @given(case=cases())
-def test_refine_uncertain_matches_its_definition(case) -> None:  # noqa: ANN001
+def test_uncertain_tokens_and_classes_match_their_definition(case) -> None:  # noqa: ANN001
     trans, info, follow, vocab = case
     indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
     indptr[1:] = np.cumsum([len(v) for v in vocab])
     data = np.frombuffer(b"".join(vocab), dtype=np.uint8)
     follow_set = {b for b in BYTES if (int(follow[b >> 6]) >> (b & 63)) & 1}
-    ids = np.arange(len(vocab), dtype=np.int32)  # vocab is sorted: ids are in byte order
-    lcp = np.array(
-        [0] + [len(os.path.commonprefix([a, b])) for a, b in itertools.pairwise(vocab)],
-        dtype=np.int32,
+    trie = TokenTrie.from_token_bytes(vocab)  # vocab is sorted: ids are in byte order
+    n = len(vocab)
+    no_skips = (
+        np.zeros((trans.shape[0], 4), np.uint64),
+        *(np.zeros(trans.shape[0], np.uint16),) * 2,
     )
-    out = [np.empty(len(vocab), dtype=np.int32) for _ in range(3)]
     for q in range(trans.shape[0]):
-        n, n_cls = K.refine_uncertain(
-            trans, info, q, follow, 8, indptr, data, ids, lcp, out[0], out[1], out[2]
-        )
-        splits = {t: _split(trans, info, follow_set, q, vocab[t]) for t in range(len(vocab))}
-        kept = [t for t in range(len(vocab)) if splits[t] is not None]
-        assert out[0][:n].tolist() == kept
+        ids, out = np.empty(n, dtype=np.int32), [np.empty(n, dtype=np.int32) for _ in range(3)]
+        bits = np.zeros((n + 31) // 32, dtype=np.uint32)
+        n_acc, n_unc, n_cls, _ = K.classify_tokens(
+            trans, info, *no_skips, q, follow, trie.num_nodes, trie.max_depth, trie.byte,
+            trie.depth, trie.next, trie.tok_ptr, trie.tok_ids, trie.tok_lcp, trie.below,
+            trie.below_utf8, trie.height, indptr, data, ids, bits, *out,
+        )  # fmt: skip
+        alive = [t for t in range(n) if _alive(trans, q, vocab[t])]
+        assert ids[:n_acc].tolist() == alive
+        splits = {t: _split(trans, info, follow_set, q, vocab[t]) for t in range(n)}
+        kept = [t for t in range(n) if splits[t] is not None and t not in alive]
+        assert out[0][:n_unc].tolist() == kept
         shared = [os.path.commonprefix([vocab[a], vocab[b]]) for a, b in itertools.pairwise(kept)]
-        assert out[1][:n].tolist() == [len(p) for p in [b"", *shared]][:n]
+        assert out[1][:n_unc].tolist() == [len(p) for p in [b"", *shared]][:n_unc]
         keys = {t: (splits[t][1], vocab[t][splits[t][0] :]) for t in kept}
-        classes = out[2][:n].tolist()
+        classes = out[2][:n_unc].tolist()
         assert sorted(set(classes)) == list(range(n_cls))
         for (i, a), (j, b) in itertools.combinations(enumerate(kept), 2):
             assert (classes[i] == classes[j]) == (keys[a] == keys[b])

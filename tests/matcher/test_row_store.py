@@ -106,25 +106,26 @@ def test_signature_gives_up_past_its_state_bound() -> None:
 
 def _row(n: int) -> Row:
     ids = np.arange(n, dtype=np.int32)
-    return Row(False, ids, ids.copy(), np.zeros(n, dtype=np.int32))
+    return Row(False, ids, ids.copy(), np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int32), 1)
 
 
 def test_store_is_an_lru_bounded_by_memory() -> None:
-    one = len(b"k0") + _row(10).nbytes
+    one = len(b"k0") + len(b"f") + _row(10).nbytes
     store = RowStore(max_bytes=2 * one)
-    store.put("fp", b"k0", _row(10))
-    store.put("fp", b"k1", _row(10))
-    assert store.get("fp", b"k0") is not None  # k0 is now the most recently used
-    store.put("fp", b"k2", _row(10))
-    assert store.get("fp", b"k1") is None and len(store) == 2 and store.nbytes <= 2 * one
-    got = store.get("fp", b"k0")
+    store.put("fp", b"k0", b"f", _row(10))
+    store.put("fp", b"k1", b"f", _row(10))
+    assert store.get("fp", b"k0", b"f") is not None  # k0 is now the most recently used
+    store.put("fp", b"k2", b"f", _row(10))
+    assert store.get("fp", b"k1", b"f") is None and len(store) == 2 and store.nbytes <= 2 * one
+    got = store.get("fp", b"k0", b"f")
     assert got is not None and np.array_equal(got.accepted, np.arange(10))
     with pytest.raises(ValueError):
         got.accepted[0] = 5  # stored rows are read-only
-    assert store.get("other tokenizer", b"k0") is None
-    store.put("fp", b"big", _row(1000))  # bigger than the whole bound: not stored
-    assert store.get("fp", b"big") is None and store.get("fp", b"k2") is not None
-    assert (store.hits, store.misses) == (3, 3)
+    assert store.get("other tokenizer", b"k0", b"f") is None
+    assert store.get("fp", b"k0", b"g") is None  # other FOLLOW bytes: another row
+    store.put("fp", b"big", b"f", _row(1000))  # bigger than the whole bound: not stored
+    assert store.get("fp", b"big", b"f") is None and store.get("fp", b"k2", b"f") is not None
+    assert (store.hits, store.misses) == (3, 4)
 
 
 # --------------------------------------------------------------------------- shared rows are right
@@ -225,8 +226,9 @@ def _rows_by_tile(compiled: gs.CompiledGrammar) -> dict[bytes, tuple[bool, list[
     cache = runtime(compiled).cache
     tiles = compiled.tables.state_tile
     out = {}
+    any_byte = np.full(4, 2**64 - 1, dtype=np.uint64)  # one FOLLOW set for every grammar
     for q in np.flatnonzero(tiles[:, 0] >= 0):
-        row = cache._walk(int(q), -1)
+        row = cache._walk(int(q), any_byte, -1)
         assert row is not None
         out[tiles[q].tobytes()] = (row.dense, list(row.accepted), list(row.unc_tok))
     return out
@@ -257,28 +259,28 @@ def test_tiled_states_share_rows_across_bounds_and_grammars() -> None:
 
 
 @pytest.mark.usefixtures("no_cheap_walks")
-def test_refined_rows_are_shared_only_for_the_same_follow_bytes(
+def test_rows_are_shared_only_for_the_same_follow_bytes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # the counter states of [ab]{0,40} are refined for what may follow the repeat: "y" twice
-    # (the second grammar copies refined rows), then "e" (refined anew)
+    # the counter states of [ab]{0,40} are walked for what may follow the repeat: "y" twice
+    # (the second grammar copies the rows), then "e" (walked anew)
     store = RowStore()
     monkeypatch.setattr(runtime_module, "shared_row_store", lambda: store)
-    refined: list[int] = []
-    refine = K.refine_uncertain
+    walked: list[int] = []
+    classify = K.classify_tokens
 
-    def spy(trans, info, q, *rest):  # noqa: ANN001, ANN202
-        refined.append(int(q))
-        return refine(trans, info, q, *rest)
+    def spy(trans, info, steps, rad, rad_utf8, q, *rest):  # noqa: ANN001, ANN202
+        walked.append(int(q))
+        return classify(trans, info, steps, rad, rad_utf8, q, *rest)
 
-    monkeypatch.setattr(K, "refine_uncertain", spy)
+    monkeypatch.setattr(K, "classify_tokens", spy)
 
-    def tiled_refines(pattern: str, text: bytes) -> int:
-        refined.clear()
+    def tiled_walks(pattern: str, text: bytes) -> int:
+        walked.clear()
         compiled = gs.compile_regex(pattern, VOCAB, cache=False)
         _walk_against_reference(compiled, text)
-        return sum(compiled.tables.state_tile[q, 0] >= 0 for q in refined)
+        return sum(compiled.tables.state_tile[q, 0] >= 0 for q in walked)
 
-    assert tiled_refines(r"12[ab]{0,40}y", b"12abab") > 0
-    assert tiled_refines(r"ke[ab]{0,40}y", b"keabab") == 0
-    assert tiled_refines(r"ke[ab]{0,40}e", b"keabab") > 0
+    assert tiled_walks(r"12[ab]{0,40}y", b"12abab") > 0
+    assert tiled_walks(r"ke[ab]{0,40}y", b"keabab") == 0
+    assert tiled_walks(r"ke[ab]{0,40}e", b"keabab") > 0

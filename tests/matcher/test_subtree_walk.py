@@ -33,6 +33,7 @@ from grammarsd.tokenizer.trie import UTF8_DFA, TokenTrie
 PIECES = [b"a", b"b", b" ", b'"', b"\\", "é".encode(), "€".encode(), "😀".encode(), "\ud7ff".encode(),
           b"\xc3", b"\xa9", b"\xe2\x82", b"\x9f\x98\x80", b"\xed\xa0\x80", b"\xff"]  # fmt: skip
 STRING_BODY = r'"[^"\\]*"'  # its second DFA state loops on printable ASCII and every character
+ANY_BYTE = np.full(4, 2**64 - 1, dtype=np.uint64)  # a FOLLOW set: every byte may follow
 COUNTED = r'[^"\\]{0,20}'  # state k (k characters read) steps to k + 1 on every character
 
 
@@ -75,8 +76,9 @@ def _walk(
     budget: int | None = None,
     n_ids: int | None = None,
 ) -> tuple[list[int], list[int], np.ndarray, int]:
-    """The kernel's row: accepted ids (sorted, read from the bitset), uncertain ids (as written),
-    their lcp, skips. The id list has room for ``n_ids`` (default: all); the ids written must be
+    """The kernel's row when any byte may follow the terminal (so every token on which the DFA
+    accepts after a byte or more, then dies, is uncertain): accepted ids (sorted, read from the
+    bitset), uncertain ids (as written), their lcp, skips. The id list has room for ``n_ids`` (default: all); the ids written must be
     the first accepted ones in byte order."""
     n_states = trans.shape[0]
     steps, rad, rad_utf8 = _chain_sets(trans) if skip else _no_chains(n_states)
@@ -85,12 +87,12 @@ def _walk(
     v = info.vocab_size
     ids = np.empty(v if n_ids is None else n_ids, dtype=np.int32)
     bits = np.zeros((v + 31) // 32, dtype=np.uint32)
-    out = [np.empty(v, dtype=np.int32) for _ in range(2)]
-    n_acc, n_unc, skipped = K.classify_tokens(
-        trans, dfa_info, steps, rad, rad_utf8, q, trie.num_nodes if budget is None else budget,
-        trie.max_depth, trie.byte, trie.depth, trie.next, trie.tok_ptr, trie.tok_ids, trie.tok_lcp,
-        trie.below, trie.below_utf8, trie.height, info.token_indptr, info.token_data, ids, bits,
-        *out,
+    out = [np.empty(v, dtype=np.int32) for _ in range(3)]
+    n_acc, n_unc, _, skipped = K.classify_tokens(
+        trans, dfa_info, steps, rad, rad_utf8, q, ANY_BYTE,
+        trie.num_nodes if budget is None else budget, trie.max_depth, trie.byte, trie.depth,
+        trie.next, trie.tok_ptr, trie.tok_ids, trie.tok_lcp, trie.below, trie.below_utf8,
+        trie.height, info.token_indptr, info.token_data, ids, bits, *out,
     )  # fmt: skip
     if n_acc < 0:
         return [], [], out[1][:0], skipped
