@@ -126,11 +126,12 @@ class MaskCache:
     def _row_of(self, q: int) -> int:
         """The number of ``q``'s row, appended unless an equivalent state of this grammar has one.
 
-        Tiled states are named for free, so the store is asked first; other states first try a
-        cheap walk, since most are answered by one before a signature is worth reading."""
+        Tiled states are named for free, so the store is asked first; so are states that stay
+        alive on many bytes (``_roomy``), whose walks pass the cheap bound. Other states first
+        try a cheap walk, since most are answered by one before a signature is worth reading."""
         t = self._tables
         follow = t.follow_bytes[t.dfa_info[q, 2]]
-        if self._tile[q, 0] < 0:
+        if self._tile[q, 0] < 0 and not self._roomy(q):
             row = self._walk(q, follow, CHEAP_WALK_NODES)
             if row is not None:
                 return self._append(row)
@@ -151,6 +152,12 @@ class MaskCache:
             store.put(fp, signature, follow_key, row)
         r = self._row_of_signature[signature + follow_key] = self._append(row)
         return r
+
+    def _roomy(self, q: int) -> bool:
+        """``q`` steps to its successor on 32 bytes or more and stays alive over 4 or more of them
+        (``_kernels.chain_sets``): its walk reaches a large part of the trie (on MaskBench no such
+        state had a row within ``CHEAP_WALK_NODES``)."""
+        return bool(self._rad[q] >= 4) and sum(int(w).bit_count() for w in self._steps[q]) >= 32
 
     def _signature(self, q: int) -> bytes | None:
         """A key naming the sub-automaton reachable from ``q`` as far as tokens can tell
