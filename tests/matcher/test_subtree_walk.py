@@ -14,7 +14,7 @@ import codecs
 import functools
 import heapq
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -265,15 +265,20 @@ def _check_chain_sets(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
 # --------------------------------------------------------------------------- the trie's byte sets
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_subtree_byte_sets_match_the_tokens_below(seed: int) -> None:
-    tb = _toy_tokens(seed)
-    trie = TokenTrie.from_token_bytes(tb)
+def _node_bytes(trie: TokenTrie) -> Iterator[tuple[int, bytes]]:
+    """Each node with the bytes of the path to it, read from its depth and byte alone."""
     prefix: list[bytes] = []
     for k in range(trie.num_nodes):
         del prefix[trie.depth[k] - 1 :]
         prefix.append(bytes([trie.byte[k]]))
-        node = b"".join(prefix)
+        yield k, b"".join(prefix)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_subtree_byte_sets_match_the_tokens_below(seed: int) -> None:
+    tb = _toy_tokens(seed)
+    trie = TokenTrie.from_token_bytes(tb)
+    for k, node in _node_bytes(trie):
         tails = [t[len(node) :] for t in tb if t.startswith(node)]
         expected = {b for tail in tails for b in tail}
         assert _members(trie.below[k]) == expected, node
@@ -297,11 +302,7 @@ def test_subtree_byte_sets_match_the_tokens_below(seed: int) -> None:
 def test_nodes_name_their_bytes_and_subtree_tokens(seed: int) -> None:
     tb = _toy_tokens(seed)
     trie = TokenTrie.from_token_bytes(tb)
-    prefix: list[bytes] = []
-    for k in range(trie.num_nodes):
-        del prefix[trie.depth[k] - 1 :]
-        prefix.append(bytes([trie.byte[k]]))
-        node = b"".join(prefix)
+    for k, node in _node_bytes(trie):
         own = trie.tok_ids[trie.tok_ptr[k] : trie.tok_ptr[k + 1]].tolist()
         assert sorted(own) == [i for i, t in enumerate(tb) if t == node], node
         subtree = trie.tok_ids[trie.tok_ptr[k] : trie.tok_ptr[trie.next[k]]].tolist()
