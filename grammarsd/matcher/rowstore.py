@@ -94,7 +94,12 @@ class RowStore:
     def put(self, fingerprint: str, signature: bytes, follow: bytes, row: Row) -> None:
         """Store a copy of ``row`` (read-only arrays), evicting least recently used rows to fit."""
         key = (fingerprint, signature, follow)
-        stored = Row(*(_frozen(a) if isinstance(a, np.ndarray) else a for a in row))
+        stored = row._replace(
+            accepted=_frozen(row.accepted),
+            unc_tok=_frozen(row.unc_tok),
+            unc_lcp=_frozen(row.unc_lcp),
+            unc_cls=_frozen(row.unc_cls),
+        )
         cost = self._cost(key, stored)
         with self._lock:
             if cost > self.max_bytes or key in self._rows:

@@ -306,4 +306,4 @@ def runtime(compiled: CompiledGrammar) -> Runtime:
             rt = compiled.runtime_slot.get("runtime")
             if rt is None:
                 rt = compiled.runtime_slot["runtime"] = Runtime(compiled)
-    return rt  # type: ignore[no-any-return]
+    return rt
