@@ -80,7 +80,7 @@ WARMUP_CASES: tuple[tuple[dict[str, Any], str], ...] = (
                 "tag": {"enum": ["a", "b"]},
             },
         },
-        '{"name": "warm", "n": 1, "note": "a longer note, é", "x": -1.5e3, "tag": "b"}',
+        '{"name": "warm", "n": 1, "note": "a longer note, é", "x": -1.25, "tag": "b"}',
     ),
 )
 

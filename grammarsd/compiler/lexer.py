@@ -12,7 +12,9 @@ reached after a lead byte or a continuation byte is identified by what it still 
 ``(remaining continuation bytes, the piecewise-constant map from the remaining code-point
 offset to the next character state)``. These intermediate states are hash-consed, so the
 very common "any continuation byte, then state t" chains are shared by all lead bytes and all
-character states; only blocks cut by a class boundary get their own nodes. The result is
+character states; only blocks cut by a class boundary get their own nodes (and only they are
+looked at one by one: runs of whole blocks are written at once; ASCII is spelled for all states
+in one numpy step, the rest of a row once per distinct map above U+007F). The result is
 deterministic by construction; it is then trimmed, minimised and numbered breadth-first by
 ``canonical_table`` (the same routine the character automata use).
 
@@ -69,7 +71,6 @@ from grammarsd.grammar.automata import (
 )
 from grammarsd.grammar.encodings import SHORT_ESCAPES, decoded_class
 from grammarsd.grammar.ir import (
-    EMPTY,
     MAX_CODE_POINT,
     SURROGATES,
     Choice,
@@ -294,8 +295,7 @@ def _rule_table(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The minimal character table of ``expr`` with its rule references expanded (tagged
     symbols as in ``automata.tagged_table`` when ``tag`` is given): (bounds, trans, accept)."""
-    parts = (_strip_refs(expr), *(_strip_refs(body) for _, body in rules.values()))
-    bounds = _atom_bounds(Choice(parts), tag)
+    bounds = _atom_bounds(Choice((expr, *(body for _, body in rules.values()))), tag, refs=True)
     nfa = _RuleNfa(bounds, max(100_000, 20 * max_states), tag, rules)
     start, final = nfa.new(), nfa.new()
     nfa.build(expr, start, final)
@@ -348,20 +348,6 @@ class _RuleNfa(_Nfa):
             entries[name] = self.new()
             todo.append(name)
         return entries[name]
-
-
-def _strip_refs(expr: Expr) -> Expr:
-    """``expr`` with every ``Ref`` replaced by the empty string; Ref-free subtrees are kept as
-    the same objects (JSON encodings are recognised by identity)."""
-    if isinstance(expr, Ref):
-        return EMPTY
-    kids = children(expr)
-    parts = [_strip_refs(k) for k in kids]
-    if all(p is k for p, k in zip(parts, kids, strict=True)):
-        return expr
-    if isinstance(expr, Repeat):
-        return Repeat(parts[0], expr.min, expr.max)
-    return Seq(tuple(parts)) if isinstance(expr, Seq) else Choice(tuple(parts))
 
 
 def _has_json_char(expr: Expr) -> bool:
@@ -426,12 +412,18 @@ class _Lowering:
         self.accept = accept
         self.max_states = max_states
         n = trans.shape[0]
-        self.rows: list[np.ndarray] = [np.full(256, -1, np.int32) for _ in range(n)]
+        # character rows: ASCII spelled at once for every state (one byte = one code point)
+        self.table = np.full((n, 256), -1, np.int32)
+        self.table[:, :0x80] = trans[:, np.searchsorted(bounds, np.arange(0x80), "right") - 1]
+        self.rows: list[np.ndarray] = list(self.table)
         self.nodes: dict[tuple[object, ...], int] = {}
+        self.wide: dict[Pieces, list[tuple[int, int, int]]] = {}  # see ``_utf8_row``
 
     def build(self) -> tuple[np.ndarray, np.ndarray]:
         n = self.trans.shape[0]
-        for s in range(n):
+        first_wide = bisect_right(self.bounds, 0x80) - 1  # the atom holding U+0080
+        wide = (self.trans[:, first_wide:] >= 0).any(axis=1)
+        for s in np.flatnonzero(wide).tolist():  # states with more than ASCII to spell
             pieces = _pieces(self.bounds, self.trans[s].tolist())
             plain = _restrict(pieces, 0, TAG_OFFSET)
             encoded = _restrict(pieces, TAG_OFFSET, TAG_OFFSET) if self.tagged else _DEAD
@@ -448,15 +440,30 @@ class _Lowering:
         return np.vstack(self.rows), accept
 
     def _utf8_row(self, row: np.ndarray, pieces: Pieces) -> None:
-        """Spell every code point of ``pieces`` (over 0..0x10FFFF) in UTF-8 from ``row``."""
+        """Spell every code point of ``pieces`` (over 0..0x10FFFF) in UTF-8 from ``row``.
+
+        The lead-byte runs depend only on the map above U+007F, so they are computed once per
+        distinct map (``self.wide``) as ``(first lead, last lead, node)`` runs."""
         for start, end, target in _spans(pieces, 0x7F):
             if target >= 0:
                 row[start : end + 1] = target
-        for prefix, depth, lo, hi in _MULTI_BYTE_FORMS:
-            span = 64**depth
-            clipped = _overwrite(_overwrite(pieces, 0, lo - 1, -1), hi + 1, None, -1)
-            for lead in _live_leads(clipped, prefix, span, hi):
-                row[lead] = self._node(depth, _restrict(clipped, (lead - prefix) * span, span))
+        key = _restrict(pieces, 0x80, TAG_OFFSET)
+        runs = self.wide.get(key)
+        if runs is None:
+            runs = self.wide[key] = []
+            for prefix, depth, lo, hi in _MULTI_BYTE_FORMS:
+                clipped = _overwrite(_overwrite(pieces, 0, lo - 1, -1), hi + 1, None, -1)
+                runs += self._runs(clipped, prefix, depth, hi)
+        for first, last, node in runs:
+            row[first : last + 1] = node
+
+    def _runs(self, pieces: Pieces, prefix: int, depth: int,
+              last: int) -> list[tuple[int, int, int]]:
+        """``(first byte, last byte, node)`` runs spelling ``pieces`` (over ``0..last``) as a
+        byte ``prefix + i`` for the block ``i*span .. (i+1)*span-1`` (``span = 64**depth``),
+        then ``depth`` continuation bytes."""
+        return [(prefix + lo, prefix + hi, self._node(depth, sub))
+                for lo, hi, sub in _split(pieces, 64**depth, last)]
 
     def _new_row(self, key: tuple[object, ...]) -> tuple[int, np.ndarray]:
         node = len(self.rows)
@@ -478,12 +485,8 @@ class _Lowering:
         if node is not None:
             return node
         node, row = self._new_row(key)
-        span = 64 ** (depth - 1)
-        if len(pieces) == 1:  # uniform: every continuation byte leads to the same place
-            row[0x80:0xC0] = self._node(depth - 1, ((0, pieces[0][1]),))
-            return node
-        for byte in _live_leads(pieces, 0x80, span, 64**depth - 1):
-            row[byte] = self._node(depth - 1, _restrict(pieces, (byte - 0x80) * span, span))
+        for first, last, child in self._runs(pieces, 0x80, depth - 1, 64**depth - 1):
+            row[first : last + 1] = child
         return node
 
     def _escape(self, encoded: Pieces) -> int:
@@ -530,11 +533,10 @@ class _Lowering:
         if node is not None:
             return node
         node, row = self._new_row(key)
-        span = 16 ** (digits - 1)
-        uniform = len(pieces) == 1
-        for v in range(16):
-            child = self._hex(digits - 1, pieces if uniform else _restrict(pieces, v * span, span))
-            row[ord("0123456789abcdef"[v])] = row[ord("0123456789ABCDEF"[v])] = child
+        for lo, hi, sub in _split(pieces, 16 ** (digits - 1), 16**digits - 1):
+            child = self._hex(digits - 1, sub)
+            for v in range(lo, hi + 1):
+                row[ord("0123456789abcdef"[v])] = row[ord("0123456789ABCDEF"[v])] = child
         return node
 
 
@@ -543,17 +545,22 @@ def _pieces(starts: list[int], targets: list[int]) -> Pieces:
     return _merge(list(zip(starts, targets, strict=True)))
 
 
-def _live_leads(pieces: Pieces, prefix: int, span: int, last: int) -> list[int]:
-    """Bytes ``prefix + i`` whose block ``i*span .. (i+1)*span-1`` meets a live piece.
-
-    ``last`` is the end of the domain of ``pieces`` (where the last piece stops).
-    """
-    found: set[int] = set()
-    for i, (start, target) in enumerate(pieces):
-        if target >= 0:
-            end = pieces[i + 1][0] - 1 if i + 1 < len(pieces) else last
-            found.update(range(prefix + start // span, prefix + end // span + 1))
-    return sorted(found)
+def _split(pieces: Pieces, span: int, last: int) -> list[tuple[int, int, Pieces]]:
+    """``pieces`` (over ``0..last``) cut into blocks ``i*span .. (i+1)*span-1``: a list of
+    ``(first block, last block, the pieces of each of those blocks re-based to 0)`` covering
+    every block that meets a live piece. A run of blocks inside one piece is one entry (its
+    blocks are uniform); a block cut by a piece boundary is an entry of its own."""
+    out: list[tuple[int, int, Pieces]] = []
+    cut: set[int] = set()
+    for start, end, target in _spans(pieces, last):
+        if target < 0:
+            continue
+        lo, hi = -(-start // span), (end + 1) // span - 1
+        if lo <= hi:
+            out.append((lo, hi, ((0, target),)))
+        cut.update(b for b in (start // span, end // span) if not lo <= b <= hi)
+    out += [(b, b, _restrict(pieces, b * span, span)) for b in sorted(cut)]
+    return out
 
 
 def _spans(pieces: Pieces, last: int) -> list[tuple[int, int, int]]:

@@ -600,6 +600,8 @@ class _Lowering:
     def rules_of(self, expr: Expr) -> frozenset[str]:
         """The group members a lexeme needs (empty for plain regular expressions); memoised
         by identity over subexpressions, which lexemes share heavily (string characters)."""
+        if not self.analysis.groups:  # no rule groups: lexemes hold no references
+            return frozenset()
         memo = self._rules_memo
         stack: list[tuple[Expr, bool]] = [(expr, False)]
         while stack:  # post-order without recursion: IR can be deep

@@ -31,17 +31,22 @@ Algorithms: Thompson NFA + subset construction (bounded repeats unrolled as nest
 so ``[a-z]{1,1000}`` stays linear), Hopcroft's partition refinement on the table with columns
 grouped into classes, product construction for the Boolean operations, and state elimination
 for ``to_expr``. The table-level helpers (``canonical_table``) are shared with the byte lexer.
+The hot loops (subset construction, reachability, partition refinement, breadth-first order)
+run as numba kernels in ``grammar._canonical``; this module builds their flat inputs.
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
-from collections.abc import Callable, Iterable
+from bisect import bisect_right
+from collections.abc import Callable
 from typing import Literal as TypingLiteral
 
 import numpy as np
 
 from grammarsd.errors import GrammarError, GrammarTooLargeError
+from grammarsd.grammar._canonical import bfs_order, reach, refine, subsets
 from grammarsd.grammar.ir import (
     EMPTY,
     MAX_CODE_POINT,
@@ -351,32 +356,25 @@ def _column_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return trans[:, first], classes
 
 
-def _reach(ptr: list[int], nbr: list[int], seeds: np.ndarray) -> np.ndarray:
-    """States reachable from ``seeds`` in the CSR graph (``nbr[ptr[s]:ptr[s+1]]``)."""
-    seen = np.zeros(len(ptr) - 1, bool)
-    seen[seeds] = True
-    stack = np.flatnonzero(seen).tolist()
-    while stack:
-        s = stack.pop()
-        for t in nbr[ptr[s] : ptr[s + 1]]:
-            if not seen[t]:
-                seen[t] = True
-                stack.append(t)
-    return seen
+def _csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The graph of edges ``src -> dst`` over ``n`` nodes as CSR (int64 ``ptr``, ``nbr``)."""
+    order = np.argsort(src, kind="stable")
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
+    return ptr, dst[order].astype(np.int64)
 
 
 def _trim(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Keep states reachable from 0 that can reach an accepting state."""
     n = trans.shape[0]
-    src, col = np.nonzero(trans >= 0)  # row-major: sorted by source
+    src, col = np.nonzero(trans >= 0)
     tgt = trans[src, col]
-    fwd_ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).tolist()
-    reach = _reach(fwd_ptr, tgt.tolist(), np.array([0]))
-    keep = reach[src]  # edges between reachable states only
-    src, tgt = src[keep], tgt[keep]
-    by_target = np.argsort(tgt, kind="stable")
-    rev_ptr = np.concatenate([[0], np.cumsum(np.bincount(tgt, minlength=n))]).tolist()
-    live = _reach(rev_ptr, src[by_target].tolist(), np.flatnonzero(accept & reach))
+    seen = np.zeros(n, bool)
+    seen[0] = True
+    reach(*_csr(src, tgt, n), seen)
+    keep = seen[src]  # edges between reachable states only
+    live = accept & seen
+    reach(*_csr(tgt[keep], src[keep], n), live)
     if not live[0]:
         return np.full((1, trans.shape[1]), -1, np.int32), np.zeros(1, bool)
     new_id = np.cumsum(live) - 1
@@ -392,53 +390,21 @@ def _hopcroft(trans: np.ndarray, accept: np.ndarray) -> np.ndarray:
     the implicit dead state of the partial table would be a block of its own that never
     splits, and by Hopcroft's "all blocks but one" rule it need never be a splitter. The
     input must be trimmed (so no real state is equivalent to the dead state). Cost
-    O(m log n) in the number m of transitions.
+    O(m log n) in the number m of transitions; the refinement runs in ``_canonical.refine``.
     """
     n = trans.shape[0]
     src, sym = np.nonzero(trans >= 0)
     tgt = trans[src, sym]
     by_target = np.argsort(tgt, kind="stable")
-    ptr = np.concatenate([[0], np.cumsum(np.bincount(tgt, minlength=n))]).tolist()
-    incoming = list(zip(sym[by_target].tolist(), src[by_target].tolist(), strict=True))
-    blocks = [set(np.flatnonzero(accept).tolist()), set(np.flatnonzero(~accept).tolist())]
-    blocks = [b for b in blocks if b]
-    block_of = [0] * n
-    for i, b in enumerate(blocks):
-        for s in b:
-            block_of[s] = i
-    work = set(range(len(blocks)))
-    while work:
-        by_symbol: dict[int, list[int]] = {}
-        for t in blocks[work.pop()]:
-            for c, s in incoming[ptr[t] : ptr[t + 1]]:
-                by_symbol.setdefault(c, []).append(s)
-        for sources in by_symbol.values():
-            touched: dict[int, list[int]] = {}
-            for s in sources:
-                touched.setdefault(block_of[s], []).append(s)
-            for y, members in touched.items():
-                if len(members) == len(blocks[y]):
-                    continue
-                new = len(blocks)
-                moved = set(members)
-                blocks.append(moved)
-                blocks[y] -= moved
-                for s in members:
-                    block_of[s] = new
-                work.add(new if y in work or len(moved) <= len(blocks[y]) else y)
-    return np.array(block_of, np.int64)
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(tgt, minlength=n), out=ptr[1:])
+    return refine(np.ascontiguousarray(accept, np.bool_), ptr,
+                  sym[by_target].astype(np.int64), src[by_target].astype(np.int64))
 
 
 def _bfs_renumber(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Renumber breadth-first from state 0, columns in order."""
-    rows = trans.tolist()
-    order = [0]
-    seen = {0}
-    for s in order:
-        for t in rows[s]:
-            if t >= 0 and t not in seen:
-                seen.add(t)
-                order.append(t)
+    order = bfs_order(trans)
     new_id = np.full(trans.shape[0] + 1, -1, np.int64)  # last slot maps -1 to -1
     new_id[order] = np.arange(len(order))
     out = new_id[trans[order]].astype(np.int32)
@@ -467,15 +433,21 @@ def _surrogate_atoms(bounds: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- Thompson NFA
 
 
-def _atom_bounds(expr: Expr, tag: Tagger | None = None) -> np.ndarray:
+def _atom_bounds(expr: Expr, tag: Tagger | None = None, *, refs: bool = False) -> np.ndarray:
     """Atom starts: every class/literal boundary in ``expr``, plus 0 and the surrogate block
-    (with ``tag``: also every boundary of a tagged class, shifted by ``TAG_OFFSET``)."""
+    (with ``tag``: also every boundary of a tagged class, shifted by ``TAG_OFFSET``). A ``Ref``
+    raises ``GrammarError`` unless ``refs`` (the caller then passes the referenced bodies
+    inside ``expr`` too). Shared subexpressions are walked once."""
     cuts = {0, *_SURROGATE_BOUNDS}
     if tag is not None:
         cuts.update(TAG_OFFSET + b for b in (0, *_SURROGATE_BOUNDS))
+    seen: set[int] = set()  # ids of walked subexpressions (all alive inside ``expr``)
     stack = [expr]
     while stack:
         e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
         tagged = tag(e) if tag is not None else None
         if tagged is not None:
             for a, b in tagged.ranges:
@@ -490,7 +462,7 @@ def _atom_bounds(expr: Expr, tag: Tagger | None = None) -> np.ndarray:
             stack.extend(e.items)
         elif isinstance(e, Repeat):
             stack.append(e.item)
-        elif isinstance(e, Ref):
+        elif isinstance(e, Ref) and not refs:
             raise GrammarError(
                 f"rule reference {e.name!r} inside a regular expression",
                 hint="CharDFA.from_expr takes regular IR only; inline or lex the rule first",
@@ -509,10 +481,13 @@ class _Nfa:
 
     def __init__(self, bounds: np.ndarray, limit: int, tag: Tagger | None = None) -> None:
         self.bounds = bounds
+        self.starts = bounds.tolist()  # for ``bisect``: far cheaper than numpy per code point
         self.limit = limit
         self.tag = tag
         self.eps: list[list[int]] = []
         self.edges: list[list[tuple[int, int, int]]] = []
+        # id -> (the class or tagged expression, kept alive; its atom intervals)
+        self.spans: dict[int, tuple[Expr, list[tuple[int, int]]]] = {}
 
     def new(self) -> int:
         if len(self.eps) >= self.limit:
@@ -522,21 +497,26 @@ class _Nfa:
         return len(self.eps) - 1
 
     def atom(self, cp: int) -> int:
-        return int(np.searchsorted(self.bounds, cp, side="right")) - 1
+        return bisect_right(self.starts, cp) - 1
 
     def build(self, expr: Expr, start: int, end: int) -> None:
         """Add states and edges so that the paths ``start`` -> ``end`` spell ``expr``."""
+        spans = self.spans.get(id(expr))
+        if spans is not None:  # a class met before (a repeat builds its item once per copy)
+            self.edges[start].extend((a, b, end) for a, b in spans[1])
+            return
         tagged = self.tag(expr) if self.tag is not None else None
         if tagged is not None:  # one symbol of the tagged alphabet
-            for a, b in tagged.ranges:
-                edge = (self.atom(TAG_OFFSET + a), self.atom(TAG_OFFSET + b), end)
-                self.edges[start].append(edge)
+            ranges = [(self.atom(TAG_OFFSET + a), self.atom(TAG_OFFSET + b))
+                      for a, b in tagged.ranges]
+            self.spans[id(expr)] = (expr, ranges)
+            self.edges[start].extend((a, b, end) for a, b in ranges)
         elif isinstance(expr, Literal):
             cps = [ord(ch) for ch in expr.text]
             if any(SURROGATES[0] <= cp <= SURROGATES[1] for cp in cps):
                 return  # no scalar-value string contains a surrogate: empty language
             cur = start
-            atoms = (np.searchsorted(self.bounds, cps, side="right") - 1).tolist()
+            atoms = [bisect_right(self.starts, cp) - 1 for cp in cps]
             for i, a in enumerate(atoms):
                 nxt = end if i == len(cps) - 1 else self.new()
                 self.edges[cur].append((a, a, nxt))
@@ -544,8 +524,9 @@ class _Nfa:
             if not cps:
                 self.eps[start].append(end)
         elif isinstance(expr, CharClass):
-            for a, b in expr.ranges:
-                self.edges[start].append((self.atom(a), self.atom(b), end))
+            ranges = [(self.atom(a), self.atom(b)) for a, b in expr.ranges]
+            self.spans[id(expr)] = (expr, ranges)
+            self.edges[start].extend((a, b, end) for a, b in ranges)
         elif isinstance(expr, Seq):
             cur = start
             for i, item in enumerate(expr.items):
@@ -587,55 +568,27 @@ class _Nfa:
         return exit_
 
     def determinize(self, start: int, final: int, max_states: int) -> tuple[np.ndarray, np.ndarray]:
-        """Subset construction over atoms; returns (trans int32 [n, A], accept bool [n])."""
-        num_atoms = len(self.bounds)
-        important = [bool(e) for e in self.edges]
+        """Subset construction over atoms; returns (trans int32 [n, A], accept bool [n]).
+
+        DFA states are the sets of *important* NFA states (with character edges, or
+        ``final``) of epsilon closures; the construction runs in ``_canonical.subsets``."""
+        important = np.array([bool(e) for e in self.edges], np.bool_)
         important[final] = True
-        closures: dict[frozenset[int], int] = {}
-        sets: list[tuple[int, ...]] = []
-
-        def state_of(seeds: Iterable[int]) -> int:
-            seen = set(seeds)
-            stack = list(seen)
-            while stack:
-                for t in self.eps[stack.pop()]:
-                    if t not in seen:
-                        seen.add(t)
-                        stack.append(t)
-            key = frozenset(q for q in seen if important[q])
-            sid = closures.get(key)
-            if sid is None:
-                sid = len(sets)
-                if sid >= max_states:
-                    raise GrammarTooLargeError("dfa_states", sid + 1, max_states)
-                closures[key] = sid
-                sets.append(tuple(key))
-            return sid
-
-        state_of([start])
-        rows: list[np.ndarray] = []
-        for members in sets:  # grows while we iterate
-            row = np.full(num_atoms, -1, np.int32)
-            # sweep the atom line: each edge opens at atom_lo and closes after atom_hi
-            events: dict[int, list[tuple[int, int]]] = {}
-            for q in members:
-                for a, b, t in self.edges[q]:
-                    events.setdefault(a, []).append((t, 1))
-                    events.setdefault(b + 1, []).append((t, -1))
-            active: dict[int, int] = {}
-            cuts = sorted(events)
-            for lo, hi in itertools.pairwise(cuts):
-                for t, delta in events[lo]:
-                    count = active.get(t, 0) + delta
-                    if count:
-                        active[t] = count
-                    else:
-                        del active[t]
-                if active:
-                    row[lo:hi] = state_of(active)
-            rows.append(row)
-        accept = np.array([final in s for s in sets], bool)
-        return np.vstack(rows), accept
+        eps_ptr = np.zeros(len(self.eps) + 1, np.int64)
+        np.cumsum([len(e) for e in self.eps], out=eps_ptr[1:])
+        eps_nbr = np.fromiter(itertools.chain.from_iterable(self.eps), np.int64, eps_ptr[-1])
+        edge_ptr = np.zeros(len(self.edges) + 1, np.int64)
+        np.cumsum([len(e) for e in self.edges], out=edge_ptr[1:])
+        edges = np.fromiter(itertools.chain.from_iterable(
+            itertools.chain.from_iterable(self.edges)), np.int64, 3 * edge_ptr[-1])
+        edges = edges.reshape(-1, 3).T
+        trans, accept = subsets(len(self.bounds), eps_ptr, eps_nbr, edge_ptr,
+                                np.ascontiguousarray(edges[0]), np.ascontiguousarray(edges[1]),
+                                np.ascontiguousarray(edges[2]), important, start, final,
+                                max_states)
+        if not trans.shape[0]:
+            raise GrammarTooLargeError("dfa_states", max_states + 1, max_states)
+        return trans, accept
 
 
 # --------------------------------------------------------------------------- products
@@ -768,9 +721,19 @@ def _eliminate_states(dfa: CharDFA, max_size: int, max_depth: int) -> Expr:
     for s in np.flatnonzero(dfa.accept).tolist():
         put(s, final, EMPTY)
 
+    def key(s: int) -> tuple[int, int]:
+        return len(inn[s]) * len(out[s]), s
+
+    # the state of least key next: a heap whose stale entries (keys since changed) are skipped;
+    # only the neighbours of an eliminated state change keys, and they are pushed again
     remaining = set(range(n))
+    heap = [key(s) for s in range(n)]
+    heapq.heapify(heap)
     while remaining:
-        k = min(remaining, key=lambda s: (len(inn[s]) * len(out[s]), s))
+        entry = heapq.heappop(heap)
+        k = entry[1]
+        if k not in remaining or entry != key(k):
+            continue
         remaining.discard(k)
         loop = out[k].pop(k, None)
         inn[k].pop(k, None)
@@ -781,6 +744,8 @@ def _eliminate_states(dfa: CharDFA, max_size: int, max_depth: int) -> Expr:
                 put(p, q, _cat(_cat(e_pk, mid), e_kq))
         for q in out[k]:
             del inn[q][k]
+        for s in {*inn[k], *out[k]} & remaining:
+            heapq.heappush(heap, key(s))
         out[k].clear()
         inn[k].clear()
     return out[start].get(final, NOTHING)

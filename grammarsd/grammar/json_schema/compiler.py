@@ -1196,8 +1196,17 @@ def _prune(rules: dict[str, Expr]) -> dict[str, Expr]:
     placeholder or dead object state may survive.
     """
     productive: set[str] = set()
+    known: dict[int, Expr] = {}  # subexpressions found productive (stays true as rules join)
 
     def prod(e: Expr) -> bool:
+        if id(e) in known:
+            return True
+        if _productive(e):
+            known[id(e)] = e
+            return True
+        return False
+
+    def _productive(e: Expr) -> bool:
         if isinstance(e, Literal):
             return True
         if isinstance(e, CharClass):
@@ -1245,6 +1254,7 @@ def _prune(rules: dict[str, Expr]) -> dict[str, Expr]:
 
     out = {name: rewrite(e) for name, e in rules.items()}
     reachable: set[str] = set()
+    walked: set[int] = set()  # ids of subexpressions already walked (all alive in ``out``)
     stack = ["start"]
     while stack:
         name = stack.pop()
@@ -1254,6 +1264,9 @@ def _prune(rules: dict[str, Expr]) -> dict[str, Expr]:
         e_stack = [out[name]]
         while e_stack:
             e = e_stack.pop()
+            if id(e) in walked:
+                continue
+            walked.add(id(e))
             if isinstance(e, Ref):
                 stack.append(e.name)
             elif isinstance(e, (Seq, Choice)):

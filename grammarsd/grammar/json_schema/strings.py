@@ -9,6 +9,7 @@ surrogate pairs), so escapes can never smuggle in a forbidden character.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 
@@ -95,7 +96,7 @@ def strings_excluding(
             parts.append(EMPTY)
         if max_len is None or depth < max_len:
             kids = [k for k in node if k]
-            other = char_class.intersect(char_set("".join(kids)).negate())
+            other = _outside(char_class, "".join(kids))
             lo = max(0, min_len - depth - 1)
             hi = None if max_len is None else max_len - depth - 1
             if not other.is_empty:
@@ -106,3 +107,9 @@ def strings_excluding(
         return choice(*parts) if parts else NOTHING
 
     return walk(trie, 0)
+
+
+@functools.lru_cache(maxsize=4096)
+def _outside(char_class: CharClass, kids: str) -> CharClass:
+    """The characters of ``char_class`` not in ``kids`` (a trie node's way out)."""
+    return char_class.intersect(char_set(kids).negate())
