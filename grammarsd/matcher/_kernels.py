@@ -356,11 +356,11 @@ def _step(  # noqa: ANN202
     return OK
 
 
-# --------------------------------------------------------------------------- entry points
+# --------------------------------------------------------------------------- flat kernels
 #
-# Entry points take every array flat, in the field order of ``Tables``, ``State`` and ``Cache`` (call
-# them as ``f(*tables, *state, ...)``): numba's dispatcher types plain arrays in C, while a tuple
-# argument is typed member by member in Python (~3 µs for three NamedTuples per call).
+# These take every array flat, in the field order of ``Tables``, ``State`` and ``Cache``
+# (``f(*tables, *state, ...)``): the packed entry points below call them after unpacking a
+# context, and tests call them directly.
 
 
 @njit(cache=True, nogil=True)
