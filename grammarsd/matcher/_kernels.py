@@ -1040,8 +1040,10 @@ def classify_tokens(
     below: np.ndarray,
     below_utf8: np.ndarray,
     height: np.ndarray,
+    tok_bits: np.ndarray,
     token_indptr: np.ndarray,
     token_data: np.ndarray,
+    flips: np.ndarray,
     accepted: np.ndarray,
     bits: np.ndarray,
     kept: np.ndarray,
@@ -1052,9 +1054,13 @@ def classify_tokens(
     of ``follow`` (uint64 [4]), by one DFA-only walk of the token trie.
 
     *Accepted* tokens keep the DFA alive over all their bytes: their bits are set in ``bits``
-    (uint32 words, zero on entry) and the first ``len(accepted)`` of their ids are written to
-    ``accepted`` in byte order (when there are more, the bitset is the smaller row, and a string
-    body's ~120k accepted Llama-3 ids are never written out: a walk is memory bound). The others
+    (uint32 words, overwritten) and, when there are at most ``len(accepted)`` of them, their ids
+    are written to ``accepted`` in byte order (when there are more, the bitset is the smaller row).
+    The walk itself touches no token of a subtree it accepts: it notes where, in trie order
+    (``tok_ids``), accepted runs of tokens begin and end (``flips``, int32 [num_nodes + 1]), and
+    the bitset is written from those runs at the end, by setting the accepted tokens' bits or by
+    clearing the others' from ``tok_bits`` (the trie's tokens), whichever is fewer: a string
+    body's ~120k accepted Llama-3 ids are never read one by one. The others
     are rejected whatever the parser holds unless the terminal may end inside them: after ``j >= 1``
     bytes the DFA accepts and byte ``j`` is in ``follow`` (the first such ``j``, while the DFA is
     alive, is the token's *split*). Those *uncertain* tokens are written to ``kept`` in byte order,
@@ -1079,9 +1085,9 @@ def classify_tokens(
     split = np.empty(stack.shape[0], dtype=np.int64)  # split on the path to it (-1: none yet)
     stack[0] = q
     split[0] = -1
-    n_ids = accepted.shape[0]
     n_acc = 0
     n_unc = 0
+    n_flips = 0  # tokens tok_ids[flips[2i]:flips[2i + 1]] are accepted
     skipped = 0
     k = 0
     n = byte.shape[0]
@@ -1109,12 +1115,15 @@ def classify_tokens(
                 stack[d] = s2
                 split[d] = at
                 end = k + 1
-            for j in range(tok_ptr[k], tok_ptr[end]):
-                t = tok_ids[j]
-                bits[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-                if n_acc < n_ids:
-                    accepted[n_acc] = t
-                n_acc += 1
+            lo, hi = tok_ptr[k], tok_ptr[end]
+            if lo < hi:
+                if n_flips > 0 and flips[n_flips - 1] == lo:  # extends the open run
+                    flips[n_flips - 1] = hi
+                else:
+                    flips[n_flips] = lo
+                    flips[n_flips + 1] = hi
+                    n_flips += 2
+                n_acc += hi - lo
             k = end
         else:
             if at >= 0:
@@ -1131,8 +1140,40 @@ def classify_tokens(
                         lcp[n_unc] = 0
                     n_unc += 1
             k = nxt[k]
+    _write_accepted(tok_ids, tok_bits, flips, n_flips, n_acc, accepted, bits)
     n_cls = _number_classes(dfa_trans, q, token_indptr, token_data, kept, cls, n_unc)
     return n_acc, n_unc, n_cls, skipped
+
+
+@njit(cache=True, nogil=True)
+def _write_accepted(tok_ids, tok_bits, flips, n_flips, n_acc, accepted, bits):  # noqa: ANN001, ANN202
+    """``bits`` (and ``accepted`` when the ids fit) from the accepted runs of ``classify_tokens``:
+    set the bits of the ``n_acc`` run tokens, or, when the tokens outside the runs are fewer,
+    start from every trie token (``tok_bits``) and clear theirs."""
+    if n_acc <= accepted.shape[0]:
+        i = 0
+        for r in range(0, n_flips, 2):
+            for j in range(flips[r], flips[r + 1]):
+                accepted[i] = tok_ids[j]
+                i += 1
+    if 2 * n_acc <= tok_ids.shape[0]:
+        bits[:] = 0
+        for r in range(0, n_flips, 2):
+            for j in range(flips[r], flips[r + 1]):
+                t = tok_ids[j]
+                bits[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+        return
+    m = min(bits.shape[0], tok_bits.shape[0])
+    bits[:] = 0
+    bits[:m] = tok_bits[:m]
+    prev = 0
+    for r in range(0, n_flips + 1, 2):
+        stop = flips[r] if r < n_flips else tok_ids.shape[0]
+        for j in range(prev, stop):
+            t = tok_ids[j]
+            bits[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
+        if r < n_flips:
+            prev = flips[r + 1]
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -18,7 +18,7 @@ storage)."""
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -34,6 +34,32 @@ CHEAP_WALK_NODES = 2048  # trie nodes a walk may visit before the row is looked 
 _SIG_MAX_STATES = 4096  # bigger sub-automata are not shared: a signature costs ~256 reads per state
 _SIG_MAX_INTS = 1 << 16  # bound on one signature (4 ints per byte run, 1 per state)
 SKIP_SUBTREES = True  # walks take whole trie subtrees (``_kernels.chain_sets``); read per MaskCache
+
+
+class _Scratch(NamedTuple):
+    """``classify_tokens``' outputs and run buffer for one vocabulary size; a row's arrays are
+    views of them until it is copied (``MaskCache._append``, ``RowStore.put``)."""
+
+    acc: np.ndarray  # int32 [W]: accepted ids, when they fit
+    tok: np.ndarray  # int32 [V]: uncertain ids ...
+    lcp: np.ndarray  # ... their common prefixes ...
+    cls: np.ndarray  # ... and suffix classes
+    flips: np.ndarray  # int32 [num_nodes + 2]: accepted runs in trie order
+
+
+_THREAD = threading.local()
+
+
+def _scratch(words: int, vocab: int, nodes: int) -> _Scratch:
+    """This thread's row-building scratch for a vocabulary (kept across grammars: 2-3 MB for
+    Llama-3, written afresh by every walk)."""
+    key = (words, vocab, nodes)
+    kept = getattr(_THREAD, "scratch", None)
+    if kept is None or kept[0] != key:
+        sizes = (words, vocab, vocab, vocab, nodes + 2)
+        buffers = _Scratch(*(np.empty(n, dtype=np.int32) for n in sizes))
+        kept = _THREAD.scratch = (key, buffers)
+    return kept[1]
 
 
 def _grow(a: np.ndarray, need: int) -> np.ndarray:
@@ -94,19 +120,17 @@ class MaskCache:
         self._sig_label = np.full(tables.dfa_trans.shape[0], -1, dtype=np.int32)
         self._sig_order = np.empty(_SIG_MAX_STATES, dtype=np.int32)
         self._sig_out = np.empty(_SIG_MAX_INTS, dtype=np.int32)
-        vocab = info.vocab_size
-        self._scratch_acc = np.empty(self.words, dtype=np.int32)  # classify_tokens' outputs
-        self._scratch_tok = np.empty(vocab, dtype=np.int32)
-        self._scratch_lcp = np.empty(vocab, dtype=np.int32)
-        self._scratch_cls = np.empty(vocab, dtype=np.int32)
+        self._tok_bits = np.zeros(self.words, dtype=np.uint32)  # the trie's tokens, W words
+        m = min(self.words, self._trie.tok_bits.shape[0])
+        self._tok_bits[:m] = self._trie.tok_bits[:m]
 
     @property
     def nbytes(self) -> int:
         """Bytes of what the cache owns besides its rows (``arrays``): per-state step sets and
-        radii, signature buffers and the vocabulary-sized scratch of the row builders."""
+        radii, signature buffers and the trie's token set (the row builders' vocabulary-sized
+        scratch is per thread, ``_scratch``)."""
         owned = (self._steps, self._rad, self._rad_utf8, self._sig_ok, self._sig_label,
-                 self._sig_order, self._sig_out, self._scratch_acc, self._scratch_tok,
-                 self._scratch_lcp, self._scratch_cls)  # fmt: skip
+                 self._sig_order, self._sig_out, self._tok_bits)  # fmt: skip
         return sum(a.nbytes for a in owned)
 
     @property
@@ -189,7 +213,8 @@ class MaskCache:
         DFA-only walk of the token trie (views of scratch buffers), or None when the walk would
         visit more than ``budget`` trie nodes (-1: no bound)."""
         trie = self._trie
-        bits = np.zeros(self.words, dtype=np.uint32)
+        scratch = _scratch(self.words, self._indptr.shape[0] - 1, trie.num_nodes)
+        bits = np.empty(self.words, dtype=np.uint32)
         n_acc, n_unc, n_cls, skipped = K.classify_tokens(
             self._tables.dfa_trans,
             self._tables.dfa_info,
@@ -209,21 +234,23 @@ class MaskCache:
             trie.below,
             trie.below_utf8,
             trie.height,
+            self._tok_bits,
             self._indptr,
             self._data,
-            self._scratch_acc,
+            scratch.flips,
+            scratch.acc,
             bits,
-            self._scratch_tok,
-            self._scratch_lcp,
-            self._scratch_cls,
+            scratch.tok,
+            scratch.lcp,
+            scratch.cls,
         )
         if n_acc < 0:
             return None
         self.skipped_subtrees += skipped
-        unc = (self._scratch_tok[:n_unc], self._scratch_lcp[:n_unc], self._scratch_cls[:n_unc])
+        unc = (scratch.tok[:n_unc], scratch.lcp[:n_unc], scratch.cls[:n_unc])
         if n_acc > self.words:  # a bitset is smaller than the id list
             return Row(True, bits, *unc, n_cls)
-        return Row(False, self._scratch_acc[:n_acc], *unc, n_cls)
+        return Row(False, scratch.acc[:n_acc], *unc, n_cls)
 
     def _append(self, row: Row) -> int:
         """Copy ``row`` into the cache arrays and publish them; returns its row number."""

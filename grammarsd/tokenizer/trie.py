@@ -15,6 +15,7 @@ The root is implicit (it has no byte); node arrays cover depth >= 1.
     height    uint16 [num_nodes]    bytes on the longest path strictly below the node (0 for a leaf),
                                     saturated at ``HEIGHT_MAX`` (a true height may be larger there)
     tok_lcp   int32 [num_tokens]    bytes token tok_ids[j] shares with tok_ids[j - 1] (0 for j = 0)
+    tok_bits  uint32 [W]            the ids in the trie as a bitset (bit t & 31 of word t >> 5)
 
 Tokens with empty bytes (special and padding ids) are not in the trie. Because of the preorder, the
 ids of every token in node ``k``'s subtree (``k`` included) are ``tok_ids[tok_ptr[k]:tok_ptr[next[k]]]``,
@@ -103,6 +104,7 @@ class TokenTrie:
     below_utf8: np.ndarray
     height: np.ndarray
     tok_lcp: np.ndarray
+    tok_bits: np.ndarray
 
     @property
     def num_nodes(self) -> int:
@@ -112,7 +114,7 @@ class TokenTrie:
     def nbytes(self) -> int:
         """Bytes held by the trie's arrays."""
         arrays = (self.byte, self.depth, self.next, self.tok_ptr, self.tok_ids, self.below,
-                  self.below_utf8, self.height, self.tok_lcp)  # fmt: skip
+                  self.below_utf8, self.height, self.tok_lcp, self.tok_bits)  # fmt: skip
         return sum(a.nbytes for a in arrays)
 
     @classmethod
@@ -158,6 +160,8 @@ class TokenTrie:
         below, below_utf8, height = _subtree_summaries(
             byte, depth, np.asarray(node_parent, dtype=np.int64), max_depth
         )
+        in_trie = np.zeros(-(-len(token_bytes) // 32) * 32, dtype=bool)
+        in_trie[tok_ids] = True
         return cls(
             byte=byte,
             depth=depth,
@@ -169,4 +173,5 @@ class TokenTrie:
             below_utf8=below_utf8,
             height=height,
             tok_lcp=lcp_of[tok_ids],  # tok_ids is in byte order: the order lcps were taken in
+            tok_bits=np.packbits(in_trie, bitorder="little").view(np.uint32),
         )

@@ -77,12 +77,21 @@ def test_compile_cache_is_bounded_by_memory() -> None:
     assert cache.misses == 3 and cache.hits == 0
 
 
-def test_memory_bytes_counts_the_vocabulary_sized_mask_scratch() -> None:
+def test_memory_bytes_counts_the_mask_cache_but_not_the_shared_scratch() -> None:
+    from grammarsd.matcher import runtime as R
     from grammarsd.testing import tokenizer_info
 
     info = tokenizer_info("llama3")
     compiled = gs.compile_regex("[a-z]+", info, cache=False)
     before = compiled.memory_bytes()  # tables only: the mask cache is built on first use
     compiled.matcher().allowed_token_ids()
-    # three int32 vectors of vocabulary size back the row builder (plus rows and chain sets)
-    assert compiled.memory_bytes() - before >= 3 * 4 * info.vocab_size
+    grown = compiled.memory_bytes() - before
+    # the cache's own arrays: at least the trie's token set (a vocabulary bitset) and a row
+    assert grown >= 2 * 4 * ((info.vocab_size + 31) // 32)
+    # the row builder's vocabulary-sized scratch is per thread, shared by every grammar
+    assert grown < 3 * 4 * info.vocab_size
+    other = gs.compile_regex("[0-9]+", info, cache=False)
+    trie = other.trie
+    mine = R._scratch((info.vocab_size + 31) // 32, info.vocab_size, trie.num_nodes)
+    other.matcher().allowed_token_ids()
+    assert R._scratch((info.vocab_size + 31) // 32, info.vocab_size, trie.num_nodes) is mine

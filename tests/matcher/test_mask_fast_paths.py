@@ -97,11 +97,12 @@ def test_uncertain_tokens_and_classes_match_their_definition(case) -> None:  # n
     )
     for q in range(trans.shape[0]):
         ids, out = np.empty(n, dtype=np.int32), [np.empty(n, dtype=np.int32) for _ in range(3)]
-        bits = np.zeros((n + 31) // 32, dtype=np.uint32)
+        bits = np.empty((n + 31) // 32, dtype=np.uint32)
+        flips = np.empty(trie.num_nodes + 2, dtype=np.int32)
         n_acc, n_unc, n_cls, _ = K.classify_tokens(
             trans, info, *no_skips, q, follow, trie.num_nodes, trie.max_depth, trie.byte,
             trie.depth, trie.next, trie.tok_ptr, trie.tok_ids, trie.tok_lcp, trie.below,
-            trie.below_utf8, trie.height, indptr, data, ids, bits, *out,
+            trie.below_utf8, trie.height, trie.tok_bits, indptr, data, flips, ids, bits, *out,
         )  # fmt: skip
         alive = [t for t in range(n) if _alive(trans, q, vocab[t])]
         assert ids[:n_acc].tolist() == alive

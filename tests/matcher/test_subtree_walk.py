@@ -78,29 +78,30 @@ def _walk(
 ) -> tuple[list[int], list[int], np.ndarray, int]:
     """The kernel's row when any byte may follow the terminal (so every token on which the DFA
     accepts after a byte or more, then dies, is uncertain): accepted ids (sorted, read from the
-    bitset), uncertain ids (as written), their lcp, skips. The id list has room for ``n_ids`` (default: all); the ids written must be
-    the first accepted ones in byte order."""
+    bitset), uncertain ids (as written), their lcp, skips. The id list has room for ``n_ids``
+    (default: all); when the accepted ids fit, they must all be written there in byte order."""
     n_states = trans.shape[0]
     steps, rad, rad_utf8 = _chain_sets(trans) if skip else _no_chains(n_states)
     dfa_info = np.zeros((n_states, 3), dtype=np.int32)
     dfa_info[:, 0] = accept
     v = info.vocab_size
     ids = np.empty(v if n_ids is None else n_ids, dtype=np.int32)
-    bits = np.zeros((v + 31) // 32, dtype=np.uint32)
+    bits = np.full((v + 31) // 32, 0xDEADBEEF, dtype=np.uint32)  # overwritten by the walk
     out = [np.empty(v, dtype=np.int32) for _ in range(3)]
+    flips = np.empty(trie.num_nodes + 2, dtype=np.int32)
     n_acc, n_unc, _, skipped = K.classify_tokens(
         trans, dfa_info, steps, rad, rad_utf8, q, ANY_BYTE,
         trie.num_nodes if budget is None else budget, trie.max_depth, trie.byte, trie.depth,
         trie.next, trie.tok_ptr, trie.tok_ids, trie.tok_lcp, trie.below, trie.below_utf8,
-        trie.height, info.token_indptr, info.token_data, ids, bits, *out,
+        trie.height, trie.tok_bits, info.token_indptr, info.token_data, flips, ids, bits, *out,
     )  # fmt: skip
     if n_acc < 0:
         return [], [], out[1][:0], skipped
     accepted = np.flatnonzero(np.unpackbits(bits.view(np.uint8), bitorder="little")[:v])
     assert accepted.shape[0] == n_acc
     in_byte_order = sorted(accepted.tolist(), key=lambda t: (info.token_bytes[t], t))
-    written = min(n_acc, ids.shape[0])
-    assert ids[:written].tolist() == in_byte_order[:written]
+    if n_acc <= ids.shape[0]:
+        assert ids[:n_acc].tolist() == in_byte_order
     return accepted.tolist(), out[0][:n_unc].tolist(), out[1][:n_unc], skipped
 
 
