@@ -1041,8 +1041,8 @@ def classify_tokens(
     below_utf8: np.ndarray,
     height: np.ndarray,
     tok_bits: np.ndarray,
-    token_indptr: np.ndarray,
-    token_data: np.ndarray,
+    seq_ptr: np.ndarray,
+    seq_data: np.ndarray,
     flips: np.ndarray,
     accepted: np.ndarray,
     bits: np.ndarray,
@@ -1129,19 +1129,20 @@ def classify_tokens(
             if at >= 0:
                 lo, hi = tok_ptr[k], tok_ptr[nxt[k]]
                 for j in range(lo, hi):
-                    t = tok_ids[j]
-                    kept[n_unc] = t
-                    cls[n_unc] = at  # until the classes are numbered
+                    kept[n_unc] = j  # a trie position until the classes are numbered
+                    cls[n_unc] = at  # the split, until then too
                     if j > lo:  # the previous uncertain token is the previous one in the trie
                         lcp[n_unc] = tok_lcp[j]
                     elif n_unc > 0:
-                        lcp[n_unc] = _common_prefix(token_indptr, token_data, kept[n_unc - 1], t)
+                        lcp[n_unc] = _common_prefix(seq_ptr, seq_data, kept[n_unc - 1], j)
                     else:
                         lcp[n_unc] = 0
                     n_unc += 1
             k = nxt[k]
     _write_accepted(tok_ids, tok_bits, flips, n_flips, n_acc, accepted, bits)
-    n_cls = _number_classes(dfa_trans, q, token_indptr, token_data, kept, cls, n_unc)
+    n_cls = _number_classes(dfa_trans, q, seq_ptr, seq_data, kept, cls, n_unc)
+    for i in range(n_unc):
+        kept[i] = tok_ids[kept[i]]
     return n_acc, n_unc, n_cls, skipped
 
 
@@ -1177,23 +1178,25 @@ def _write_accepted(tok_ids, tok_bits, flips, n_flips, n_acc, accepted, bits):  
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _common_prefix(token_indptr, token_data, a, b):  # noqa: ANN001, ANN202
-    """Bytes tokens ``a`` and ``b`` share at the start."""
-    a0, a1 = token_indptr[a], token_indptr[a + 1]
-    b0, b1 = token_indptr[b], token_indptr[b + 1]
+def _common_prefix(seq_ptr, seq_data, a, b):  # noqa: ANN001, ANN202
+    """Bytes the tokens at trie positions ``a`` and ``b`` share at the start."""
+    a0, a1 = seq_ptr[a], seq_ptr[a + 1]
+    b0, b1 = seq_ptr[b], seq_ptr[b + 1]
     shared = 0
     while a0 + shared < a1 and b0 + shared < b1:
-        if token_data[a0 + shared] != token_data[b0 + shared]:
+        if seq_data[a0 + shared] != seq_data[b0 + shared]:
             break
         shared += 1
     return shared
 
 
 @njit(cache=True, nogil=True)
-def _number_classes(dfa_trans, q, token_indptr, token_data, tokens, cls, n):  # noqa: ANN001, ANN202
-    """Number the suffix classes of ``tokens[:n]``: on entry ``cls[i]`` is token i's split, on exit
-    its class (equal DFA state from ``q`` at the split and equal bytes from there on), compared
-    exactly through an open-addressing table. Returns the number of classes."""
+def _number_classes(dfa_trans, q, seq_ptr, seq_data, tokens, cls, n):  # noqa: ANN001, ANN202
+    """Number the suffix classes of the tokens at trie positions ``tokens[:n]`` (their bytes are
+    ``seq_data[seq_ptr[j]:seq_ptr[j + 1]]``, read in trie order): on entry ``cls[i]`` is token
+    i's split, on exit its class (equal DFA state from ``q`` at the split and equal bytes from
+    there on), compared exactly through an open-addressing table. Returns the number of
+    classes."""
     size = 16
     while size < 2 * n:
         size *= 2
@@ -1205,14 +1208,14 @@ def _number_classes(dfa_trans, q, token_indptr, token_data, tokens, cls, n):  # 
     for i in range(n):
         t = tokens[i]
         split = cls[i]
-        lo = token_indptr[t] + split
-        hi = token_indptr[t + 1]
+        lo = seq_ptr[t] + split
+        hi = seq_ptr[t + 1]
         state = q
-        for p in range(token_indptr[t], lo):
-            state = dfa_trans[state, token_data[p]]
+        for p in range(seq_ptr[t], lo):
+            state = dfa_trans[state, seq_data[p]]
         h = np.uint64(state) * np.uint64(0x9E3779B97F4A7C15)
         for p in range(lo, hi):
-            h = (h ^ np.uint64(token_data[p])) * np.uint64(0x100000001B3)
+            h = (h ^ np.uint64(seq_data[p])) * np.uint64(0x100000001B3)
         h ^= h >> np.uint64(33)  # finalizer (MurmurHash3's fmix64): spread into the low bits
         h *= np.uint64(0xFF51AFD7ED558CCD)
         h ^= h >> np.uint64(33)
@@ -1227,11 +1230,11 @@ def _number_classes(dfa_trans, q, token_indptr, token_data, tokens, cls, n):  # 
                 cls[i] = n_cls
                 n_cls += 1
                 break
-            r_lo = token_indptr[tokens[r]] + slot_split[slot]
-            same = slot_state[slot] == state and token_indptr[tokens[r] + 1] - r_lo == hi - lo
+            r_lo = seq_ptr[tokens[r]] + slot_split[slot]
+            same = slot_state[slot] == state and seq_ptr[tokens[r] + 1] - r_lo == hi - lo
             if same:
                 for p in range(hi - lo):
-                    if token_data[r_lo + p] != token_data[lo + p]:
+                    if seq_data[r_lo + p] != seq_data[lo + p]:
                         same = False
                         break
             if same:

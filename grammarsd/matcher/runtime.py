@@ -87,8 +87,7 @@ class MaskCache:
         info = compiled.tokenizer_info
         self._tables = tables
         self._trie = compiled.trie
-        self._indptr = info.token_indptr
-        self._data = info.token_data
+        self._vocab = info.vocab_size
         self._fingerprint = info.fingerprint
         self._store = shared_row_store() if store is None else store
         self.words = (info.vocab_size + 31) // 32
@@ -213,7 +212,7 @@ class MaskCache:
         DFA-only walk of the token trie (views of scratch buffers), or None when the walk would
         visit more than ``budget`` trie nodes (-1: no bound)."""
         trie = self._trie
-        scratch = _scratch(self.words, self._indptr.shape[0] - 1, trie.num_nodes)
+        scratch = _scratch(self.words, self._vocab, trie.num_nodes)
         bits = np.empty(self.words, dtype=np.uint32)
         n_acc, n_unc, n_cls, skipped = K.classify_tokens(
             self._tables.dfa_trans,
@@ -235,8 +234,8 @@ class MaskCache:
             trie.below_utf8,
             trie.height,
             self._tok_bits,
-            self._indptr,
-            self._data,
+            trie.seq_ptr,
+            trie.seq_data,
             scratch.flips,
             scratch.acc,
             bits,

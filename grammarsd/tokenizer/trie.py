@@ -16,6 +16,9 @@ The root is implicit (it has no byte); node arrays cover depth >= 1.
                                     saturated at ``HEIGHT_MAX`` (a true height may be larger there)
     tok_lcp   int32 [num_tokens]    bytes token tok_ids[j] shares with tok_ids[j - 1] (0 for j = 0)
     tok_bits  uint32 [W]            the ids in the trie as a bitset (bit t & 31 of word t >> 5)
+    seq_ptr   int64 [num_tokens + 1] CSR: the bytes of token tok_ids[j] are ...
+    seq_data  uint8 [total bytes]   ... seq_data[seq_ptr[j]:seq_ptr[j + 1]] (token bytes in trie
+                                    order: a walk over trie positions reads them sequentially)
 
 Tokens with empty bytes (special and padding ids) are not in the trie. Because of the preorder, the
 ids of every token in node ``k``'s subtree (``k`` included) are ``tok_ids[tok_ptr[k]:tok_ptr[next[k]]]``,
@@ -105,6 +108,8 @@ class TokenTrie:
     height: np.ndarray
     tok_lcp: np.ndarray
     tok_bits: np.ndarray
+    seq_ptr: np.ndarray
+    seq_data: np.ndarray
 
     @property
     def num_nodes(self) -> int:
@@ -114,7 +119,8 @@ class TokenTrie:
     def nbytes(self) -> int:
         """Bytes held by the trie's arrays."""
         arrays = (self.byte, self.depth, self.next, self.tok_ptr, self.tok_ids, self.below,
-                  self.below_utf8, self.height, self.tok_lcp, self.tok_bits)  # fmt: skip
+                  self.below_utf8, self.height, self.tok_lcp, self.tok_bits, self.seq_ptr,
+                  self.seq_data)  # fmt: skip
         return sum(a.nbytes for a in arrays)
 
     @classmethod
@@ -162,6 +168,8 @@ class TokenTrie:
         )
         in_trie = np.zeros(-(-len(token_bytes) // 32) * 32, dtype=bool)
         in_trie[tok_ids] = True
+        seq_ptr = np.zeros(len(order) + 1, dtype=np.int64)
+        np.cumsum([len(b) for b, _ in order], out=seq_ptr[1:])
         return cls(
             byte=byte,
             depth=depth,
@@ -174,4 +182,6 @@ class TokenTrie:
             height=height,
             tok_lcp=lcp_of[tok_ids],  # tok_ids is in byte order: the order lcps were taken in
             tok_bits=np.packbits(in_trie, bitorder="little").view(np.uint32),
+            seq_ptr=seq_ptr,
+            seq_data=np.frombuffer(b"".join(b for b, _ in order), dtype=np.uint8),
         )

@@ -85,9 +85,6 @@ def _alive(trans: np.ndarray, q: int, tok: bytes) -> bool:
 @given(case=cases())
 def test_uncertain_tokens_and_classes_match_their_definition(case) -> None:  # noqa: ANN001
     trans, info, follow, vocab = case
-    indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
-    indptr[1:] = np.cumsum([len(v) for v in vocab])
-    data = np.frombuffer(b"".join(vocab), dtype=np.uint8)
     follow_set = {b for b in BYTES if (int(follow[b >> 6]) >> (b & 63)) & 1}
     trie = TokenTrie.from_token_bytes(vocab)  # vocab is sorted: ids are in byte order
     n = len(vocab)
@@ -102,7 +99,8 @@ def test_uncertain_tokens_and_classes_match_their_definition(case) -> None:  # n
         n_acc, n_unc, n_cls, _ = K.classify_tokens(
             trans, info, *no_skips, q, follow, trie.num_nodes, trie.max_depth, trie.byte,
             trie.depth, trie.next, trie.tok_ptr, trie.tok_ids, trie.tok_lcp, trie.below,
-            trie.below_utf8, trie.height, trie.tok_bits, indptr, data, flips, ids, bits, *out,
+            trie.below_utf8, trie.height, trie.tok_bits, trie.seq_ptr, trie.seq_data, flips, ids, bits,
+            *out,
         )  # fmt: skip
         alive = [t for t in range(n) if _alive(trans, q, vocab[t])]
         assert ids[:n_acc].tolist() == alive

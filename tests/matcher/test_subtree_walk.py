@@ -13,6 +13,7 @@ from __future__ import annotations
 import codecs
 import functools
 import heapq
+import itertools
 import random
 from collections.abc import Callable, Iterator
 
@@ -93,7 +94,7 @@ def _walk(
         trans, dfa_info, steps, rad, rad_utf8, q, ANY_BYTE,
         trie.num_nodes if budget is None else budget, trie.max_depth, trie.byte, trie.depth,
         trie.next, trie.tok_ptr, trie.tok_ids, trie.tok_lcp, trie.below, trie.below_utf8,
-        trie.height, trie.tok_bits, info.token_indptr, info.token_data, flips, ids, bits, *out,
+        trie.height, trie.tok_bits, trie.seq_ptr, trie.seq_data, flips, ids, bits, *out,
     )  # fmt: skip
     if n_acc < 0:
         return [], [], out[1][:0], skipped
@@ -297,6 +298,13 @@ def test_subtree_byte_sets_match_the_tokens_below(seed: int) -> None:
     ordered = [tb[t] for t in trie.tok_ids]  # byte order, shared prefix with the previous
     assert ordered == sorted(ordered)
     assert trie.tok_lcp.tolist() == _lcp(tb, trie.tok_ids.tolist())
+    shuffled = random.Random(seed).sample(tb, len(tb))  # ids no longer in byte order
+    trie = TokenTrie.from_token_bytes(shuffled)
+    seq = trie.seq_data.tobytes()  # token bytes again, in trie order
+    assert [seq[a:b] for a, b in itertools.pairwise(trie.seq_ptr.tolist())] == sorted(tb)[1:]
+    assert [shuffled[t] for t in trie.tok_ids] == sorted(tb)[1:]
+    in_trie = np.unpackbits(trie.tok_bits.view(np.uint8), bitorder="little")
+    assert np.flatnonzero(in_trie).tolist() == [i for i, t in enumerate(shuffled) if t]
 
 
 @pytest.mark.parametrize("seed", [0, 1])
