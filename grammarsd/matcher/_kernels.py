@@ -107,7 +107,8 @@ class Cache(NamedTuple):
 
     index[q] is the row of state q or -1. Row r: rows[r] = (dense, acc_lo, acc_hi, unc_lo, unc_hi,
     classes): accepted tokens are the bitset dense_bits[dense] when dense >= 0, else
-    acc_tok[acc_lo:acc_hi]; uncertain tokens are unc_tok[unc_lo:unc_hi] in byte order, unc_lcp =
+    acc_tok[acc_lo:acc_hi]; uncertain tokens are at the trie positions unc_pos[unc_lo:unc_hi] (token
+    ``tok_ids[p]``, its bytes read in trie order from ``seq_data``), in byte order, unc_lcp =
     common prefix length with the previous uncertain token of the row, unc_cls = suffix class
     (0 <= unc_cls < classes; see ``classify_tokens``).
     """
@@ -116,7 +117,7 @@ class Cache(NamedTuple):
     rows: np.ndarray  # int64 [R, 6]
     dense_bits: np.ndarray  # uint32 [D, W]
     acc_tok: np.ndarray  # int32 [A]
-    unc_tok: np.ndarray  # int32 [U]
+    unc_pos: np.ndarray  # int32 [U]
     unc_lcp: np.ndarray  # int32 [U]
     unc_cls: np.ndarray  # int32 [U]
 
@@ -438,17 +439,18 @@ def advance(  # noqa: ANN201
 # and repacks the rows of a part whose arrays were replaced (``pack_cache`` / ``pack_state``).
 
 T_ROW = 0  # rows of the Tables arrays (9)
-V_ROW = 9  # token_indptr, token_data, eos_ids
-S_ROW = 12  # scalars: (start_item, accept_item, 0)
-C_ROW = 13  # rows of the Cache arrays (7)
-P_ROW = 20  # rows of the State arrays (9)
-CTX_ROWS = 29
+V_ROW = 9  # token_indptr, token_data, eos_ids, tok_ids, seq_ptr, seq_data
+S_ROW = 15  # scalars: (start_item, accept_item, 0)
+C_ROW = 16  # rows of the Cache arrays (7)
+P_ROW = 23  # rows of the State arrays (9)
+CTX_ROWS = 32
 BAD_BITMASK = -3  # fill_mask_ctx: the bitmask row is out of range, too narrow or not contiguous
 
 # (dtype, ndim) of every array a context names, in row order from T_ROW, V_ROW, C_ROW, P_ROW
 TABLES_LAYOUT = ((np.int32, 1), (np.int32, 1), (np.int32, 1), (np.int32, 1), (np.uint8, 1),
                  (np.int32, 2), (np.int32, 2), (np.int32, 1), (np.uint64, 2))  # fmt: skip
-VOCAB_LAYOUT = ((np.int64, 1), (np.uint8, 1), (np.int64, 1))
+VOCAB_LAYOUT = ((np.int64, 1), (np.uint8, 1), (np.int64, 1), (np.int32, 1), (np.int64, 1),
+                (np.uint8, 1))  # fmt: skip
 CACHE_LAYOUT = ((np.int32, 1), (np.int64, 2), (np.uint32, 2), (np.int32, 1), (np.int32, 1),
                 (np.int32, 1), (np.int32, 1))  # fmt: skip
 STATE_LAYOUT = ((np.int64, 2), (np.uint8, 1), (np.int32, 2), (np.int32, 2), (np.int64, 2),
@@ -485,7 +487,8 @@ def _view2(ctx, i, dtype):  # noqa: ANN001, ANN202
 @njit(cache=True, nogil=True)
 def _pack_tables(  # noqa: ANN202
     item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info, term_start,
-    follow_bytes, start_item, accept_item, token_indptr, token_data, eos_ids, ctx,
+    follow_bytes, start_item, accept_item, token_indptr, token_data, eos_ids, tok_ids, seq_ptr,
+    seq_data, ctx,
 ):  # fmt: skip  # noqa: ANN001
     _put(ctx, T_ROW, item_next, 0)
     _put(ctx, T_ROW + 1, item_lhs, 0)
@@ -499,17 +502,20 @@ def _pack_tables(  # noqa: ANN202
     _put(ctx, V_ROW, token_indptr, 0)
     _put(ctx, V_ROW + 1, token_data, 0)
     _put(ctx, V_ROW + 2, eos_ids, 0)
+    _put(ctx, V_ROW + 3, tok_ids, 0)
+    _put(ctx, V_ROW + 4, seq_ptr, 0)
+    _put(ctx, V_ROW + 5, seq_data, 0)
     ctx[S_ROW, 0] = start_item
     ctx[S_ROW, 1] = accept_item
 
 
 @njit(cache=True, nogil=True)
-def _pack_cache(index, rows, dense_bits, acc_tok, unc_tok, unc_lcp, unc_cls, ctx):  # noqa: ANN001, ANN202
+def _pack_cache(index, rows, dense_bits, acc_tok, unc_pos, unc_lcp, unc_cls, ctx):  # noqa: ANN001, ANN202
     _put(ctx, C_ROW, index, 0)
     _put(ctx, C_ROW + 1, rows, rows.shape[1])
     _put(ctx, C_ROW + 2, dense_bits, dense_bits.shape[1])
     _put(ctx, C_ROW + 3, acc_tok, 0)
-    _put(ctx, C_ROW + 4, unc_tok, 0)
+    _put(ctx, C_ROW + 4, unc_pos, 0)
     _put(ctx, C_ROW + 5, unc_lcp, 0)
     _put(ctx, C_ROW + 6, unc_cls, 0)
 
@@ -537,8 +543,9 @@ def _check_layout(arrays: tuple[np.ndarray, ...], layout: tuple[tuple[type, int]
             )
 
 
-def new_context(tables: Tables, vocab: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
-    """A context naming ``tables`` and ``vocab`` = (token_indptr, token_data, eos_ids); its Cache
+def new_context(tables: Tables, vocab: tuple[np.ndarray, ...]) -> np.ndarray:
+    """A context naming ``tables`` and ``vocab`` = (token_indptr, token_data, eos_ids, and the
+    trie's tok_ids, seq_ptr, seq_data: see ``tokenizer.trie``); its Cache
     and State rows are zero until ``pack_cache`` / ``pack_state`` fill them."""
     _check_layout(tuple(tables[:9]), TABLES_LAYOUT)
     _check_layout(vocab, VOCAB_LAYOUT)
@@ -573,8 +580,12 @@ def _tables(ctx):  # noqa: ANN001, ANN202
 
 @njit(cache=True, nogil=True, inline="always")
 def _vocab(ctx):  # noqa: ANN001, ANN202
-    """(token_indptr, token_data, eos_ids) named by ``ctx``."""
-    return _view1(ctx, V_ROW, np.int64), _view1(ctx, V_ROW + 1, np.uint8), _view1(ctx, V_ROW + 2, np.int64)
+    """(token_indptr, token_data, eos_ids, tok_ids, seq_ptr, seq_data) named by ``ctx``."""
+    return (
+        _view1(ctx, V_ROW, np.int64), _view1(ctx, V_ROW + 1, np.uint8),
+        _view1(ctx, V_ROW + 2, np.int64), _view1(ctx, V_ROW + 3, np.int32),
+        _view1(ctx, V_ROW + 4, np.int64), _view1(ctx, V_ROW + 5, np.uint8),
+    )  # fmt: skip
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -622,7 +633,7 @@ def advance_ctx(ctx, data):  # noqa: ANN001, ANN201
 def advance_token_ctx(ctx, token):  # noqa: ANN001, ANN201
     """``advance`` by the bytes of vocabulary token ``token`` (0 <= token < V); FAIL when it has
     none (a special token)."""
-    token_indptr, token_data, _ = _vocab(ctx)
+    token_indptr, token_data, _, _, _, _ = _vocab(ctx)
     lo, hi = token_indptr[token], token_indptr[token + 1]
     if lo == hi:
         return FAIL
@@ -634,7 +645,7 @@ def fill_mask_ctx(ctx, bitmask, index):  # noqa: ANN001, ANN201
     """``fill_mask`` into row ``index`` of ``bitmask`` (int32 [B, W >= ceil(V / 32)], rows
     contiguous; columns past the vocabulary's words are zeroed), or ``BAD_BITMASK`` (nothing
     written) when the row is out of range, too narrow or not contiguous."""
-    token_indptr, token_data, eos_ids = _vocab(ctx)
+    token_indptr, _, eos_ids, tok_ids, seq_ptr, seq_data = _vocab(ctx)
     words = (token_indptr.shape[0] + 30) // 32  # ceil(V / 32), V = len(token_indptr) - 1
     width = bitmask.shape[1]
     if not 0 <= index < bitmask.shape[0] or width < words:
@@ -644,7 +655,10 @@ def fill_mask_ctx(ctx, bitmask, index):  # noqa: ANN001, ANN201
     row = bitmask[index]
     row[words:] = 0  # padding columns (a wider logits dimension): never allowed
     out = carray(_pointer(row.ctypes.data), words, np.uint32)
-    return fill_mask(*_tables(ctx), *_state(ctx), *_cache(ctx), token_indptr, token_data, eos_ids, out)
+    return fill_mask(
+        *_tables(ctx), *_state(ctx), *_cache(ctx), token_indptr, tok_ids, seq_ptr, seq_data,
+        eos_ids, out,
+    )  # fmt: skip
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -705,8 +719,8 @@ def fill_mask(  # noqa: ANN201
     item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info, term_start,
     follow_bytes, start_item, accept_item,
     bounds, acc, items, scans, htab, tstamp, pend, pmask, meta,
-    index, rows, dense_bits, acc_tok, unc_tok, unc_lcp, unc_cls,
-    token_indptr, token_data, eos_ids, out,
+    index, rows, dense_bits, acc_tok, unc_pos, unc_lcp, unc_cls,
+    token_indptr, tok_ids, seq_ptr, seq_data, eos_ids, out,
 ):  # fmt: skip  # noqa: ANN001
     """Write the allowed tokens into ``out`` (uint32 words, overwritten); MASKED or UNMASKED.
 
@@ -760,7 +774,8 @@ def fill_mask(  # noqa: ANN201
         alive = 0  # leading bytes of the previous stepped token whose chart positions are valid
         failed = False  # the previous stepped token's byte number `alive` failed
         for j in range(rows[r, 3], rows[r, 4]):
-            t = unc_tok[j]
+            p = unc_pos[j]
+            t = tok_ids[p]
             shared = unc_lcp[j]
             if shared <= dead:
                 rejected = False
@@ -771,10 +786,10 @@ def fill_mask(  # noqa: ANN201
                 continue  # this token starts with the prefix that was just rejected
             if (out[t >> 5] >> np.uint32(t & 31)) & np.uint32(1):
                 continue  # already allowed by another scan
-            t_lo = token_indptr[t]
-            n = token_indptr[t + 1] - t_lo
+            t_lo = seq_ptr[p]
+            n = seq_ptr[p + 1] - t_lo
             alone = single or _others_dead(
-                dfa_trans, dfa_info, follow_bytes, scans, lo, hi, k, token_data, t_lo, t_lo + n
+                dfa_trans, dfa_info, follow_bytes, scans, lo, hi, k, seq_data, t_lo, t_lo + n
             )
             if alone and memo[unc_cls[j]] != UNKNOWN:
                 if memo[unc_cls[j]] == ALLOWED:
@@ -785,7 +800,7 @@ def fill_mask(  # noqa: ANN201
             while alive < n:
                 if alive > 0:  # a chart position the DFAs alone may decide the rest from
                     p = pos0 + alive
-                    b = token_data[t_lo + alive]
+                    b = seq_data[t_lo + alive]
                     if pend[p] and _in_set(pmask, p, b):
                         res = _settle(
                             item_next, item_lhs, nt_ptr, nt_items, nullable, term_start,
@@ -796,7 +811,7 @@ def fill_mask(  # noqa: ANN201
                             return res
                     verdict, last = _dfa_verdict(
                         dfa_trans, dfa_info, follow_bytes, scans, bounds[p, 1], bounds[p + 1, 1],
-                        token_data, t_lo + alive, t_lo + n,
+                        seq_data, t_lo + alive, t_lo + n,
                     )  # fmt: skip
                     if verdict == REJECTED:
                         rejected = True
@@ -806,7 +821,7 @@ def fill_mask(  # noqa: ANN201
                 res = _step(
                     item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info,
                     term_start, follow_bytes, accept_item, bounds, acc, items, scans, htab,
-                    tstamp, pend, pmask, meta, token_data[t_lo + alive],
+                    tstamp, pend, pmask, meta, seq_data[t_lo + alive],
                 )  # fmt: skip
                 if res == OVERFLOW:
                     meta[POS] = pos0
@@ -1064,6 +1079,7 @@ def classify_tokens(
     are rejected whatever the parser holds unless the terminal may end inside them: after ``j >= 1``
     bytes the DFA accepts and byte ``j`` is in ``follow`` (the first such ``j``, while the DFA is
     alive, is the token's *split*). Those *uncertain* tokens are written to ``kept`` in byte order,
+    as trie positions (``tok_ids[j]`` is the id: the mask walk reads their bytes in trie order),
     with ``lcp`` = common prefix length with the previous one and ``cls`` = a suffix class: two
     tokens share a class iff they reach the same DFA state at their splits and have the same bytes
     from there on. From a chart position where no other scan takes part in the parse of a token
@@ -1129,7 +1145,7 @@ def classify_tokens(
             if at >= 0:
                 lo, hi = tok_ptr[k], tok_ptr[nxt[k]]
                 for j in range(lo, hi):
-                    kept[n_unc] = j  # a trie position until the classes are numbered
+                    kept[n_unc] = j
                     cls[n_unc] = at  # the split, until then too
                     if j > lo:  # the previous uncertain token is the previous one in the trie
                         lcp[n_unc] = tok_lcp[j]
@@ -1141,8 +1157,6 @@ def classify_tokens(
             k = nxt[k]
     _write_accepted(tok_ids, tok_bits, flips, n_flips, n_acc, accepted, bits)
     n_cls = _number_classes(dfa_trans, q, seq_ptr, seq_data, kept, cls, n_unc)
-    for i in range(n_unc):
-        kept[i] = tok_ids[kept[i]]
     return n_acc, n_unc, n_cls, skipped
 
 

@@ -29,14 +29,15 @@ class Row(NamedTuple):
     """One mask-cache row in storage form.
 
     ``accepted`` is a bitset (uint32 [W]) when ``dense``, else a list of token ids (int32);
-    ``unc_tok`` / ``unc_lcp`` / ``unc_cls`` are the uncertain tokens (the terminal may end inside
-    them before a byte that may follow it) in byte order, their common-prefix lengths with the
+    ``unc_pos`` / ``unc_lcp`` / ``unc_cls`` are the uncertain tokens (the terminal may end inside
+    them before a byte that may follow it) as positions in the tokenizer's trie (``tok_ids[p]``
+    is the id) in byte order, their common-prefix lengths with the
     previous one and their suffix classes, ``classes`` of them (see ``_kernels.classify_tokens``).
     """
 
     dense: bool
     accepted: np.ndarray
-    unc_tok: np.ndarray
+    unc_pos: np.ndarray
     unc_lcp: np.ndarray
     unc_cls: np.ndarray
     classes: int
@@ -44,7 +45,7 @@ class Row(NamedTuple):
     @property
     def nbytes(self) -> int:
         return (
-            self.accepted.nbytes + self.unc_tok.nbytes + self.unc_lcp.nbytes + self.unc_cls.nbytes
+            self.accepted.nbytes + self.unc_pos.nbytes + self.unc_lcp.nbytes + self.unc_cls.nbytes
         )
 
 
@@ -96,7 +97,7 @@ class RowStore:
         key = (fingerprint, signature, follow)
         stored = row._replace(
             accepted=_frozen(row.accepted),
-            unc_tok=_frozen(row.unc_tok),
+            unc_pos=_frozen(row.unc_pos),
             unc_lcp=_frozen(row.unc_lcp),
             unc_cls=_frozen(row.unc_cls),
         )

@@ -111,7 +111,7 @@ class MaskCache:
             rows=np.zeros((16, 6), dtype=np.int64),
             dense_bits=np.zeros((0, self.words), dtype=np.uint32),
             acc_tok=np.zeros(1024, dtype=np.int32),
-            unc_tok=np.zeros(1024, dtype=np.int32),
+            unc_pos=np.zeros(1024, dtype=np.int32),
             unc_lcp=np.zeros(1024, dtype=np.int32),
             unc_cls=np.zeros(1024, dtype=np.int32),
         )
@@ -272,9 +272,9 @@ class MaskCache:
             acc_tok[acc_lo:acc_hi] = row.accepted
             self._n_acc = acc_hi
         unc_lo = self._n_unc
-        unc_hi = unc_lo + row.unc_tok.shape[0]
-        unc = [_grow(a, unc_hi) for a in (c.unc_tok, c.unc_lcp, c.unc_cls)]
-        for a, part in zip(unc, (row.unc_tok, row.unc_lcp, row.unc_cls), strict=True):
+        unc_hi = unc_lo + row.unc_pos.shape[0]
+        unc = [_grow(a, unc_hi) for a in (c.unc_pos, c.unc_lcp, c.unc_cls)]
+        for a, part in zip(unc, (row.unc_pos, row.unc_lcp, row.unc_cls), strict=True):
             a[unc_lo:unc_hi] = part
         self._n_unc = unc_hi
         rows[self._n_rows] = (dense, acc_lo, acc_hi, unc_lo, unc_hi, row.classes)
@@ -290,8 +290,8 @@ class MaskCache:
 class Runtime:
     """Kernel tables plus the mask cache of one compiled grammar.
 
-    ``tables`` and ``vocab_args`` = (token_indptr, token_data, EOS ids) are built once;
-    ``context`` is a packed kernel context (``_kernels.new_context``) naming them, whose Cache and
+    ``tables`` and ``vocab_args`` = (token_indptr, token_data, EOS ids, and the trie's tok_ids,
+    seq_ptr, seq_data) are built once; ``context`` is a packed kernel context (``_kernels.new_context``) naming them, whose Cache and
     State rows each matcher fills in its own copy.
     """
 
@@ -316,10 +316,14 @@ class Runtime:
         self.cache = MaskCache(compiled, self.tables)
         info = compiled.tokenizer_info
         self.words = self.cache.words
+        trie = compiled.trie
         self.vocab_args = (
             info.token_indptr,
             info.token_data,
             np.asarray(info.eos_ids, dtype=np.int64),
+            trie.tok_ids,
+            trie.seq_ptr,
+            trie.seq_data,
         )
         self.context = K.new_context(self.tables, self.vocab_args)
 

@@ -169,7 +169,7 @@ def test_accept_token_takes_numpy_ids_and_refuses_empty_tokens() -> None:
 def test_contexts_only_name_arrays_of_their_layout() -> None:
     rt = runtime(compile_ir(GRAMMAR, VOCAB, cache=False))
     with pytest.raises(TypeError, match="int64"):
-        K.new_context(rt.tables, (rt.vocab_args[0], rt.vocab_args[1], np.zeros(1, np.int32)))
+        K.new_context(rt.tables, (*rt.vocab_args[:2], np.zeros(1, np.int32), *rt.vocab_args[3:]))
     state = fresh()._state
     with pytest.raises(TypeError, match="C-contiguous"):
         K.pack_state(rt.context.copy(), state._replace(acc=np.zeros(8, np.uint8)[::2]))

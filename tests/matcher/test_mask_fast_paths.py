@@ -106,7 +106,7 @@ def test_uncertain_tokens_and_classes_match_their_definition(case) -> None:  # n
         assert ids[:n_acc].tolist() == alive
         splits = {t: _split(trans, info, follow_set, q, vocab[t]) for t in range(n)}
         kept = [t for t in range(n) if splits[t] is not None and t not in alive]
-        assert out[0][:n_unc].tolist() == kept
+        assert trie.tok_ids[out[0][:n_unc]].tolist() == kept  # trie positions of the ids
         shared = [os.path.commonprefix([vocab[a], vocab[b]]) for a, b in itertools.pairwise(kept)]
         assert out[1][:n_unc].tolist() == [len(p) for p in [b"", *shared]][:n_unc]
         keys = {t: (splits[t][1], vocab[t][splits[t][0] :]) for t in kept}

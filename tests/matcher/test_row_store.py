@@ -230,7 +230,7 @@ def _rows_by_tile(compiled: gs.CompiledGrammar) -> dict[bytes, tuple[bool, list[
     for q in np.flatnonzero(tiles[:, 0] >= 0):
         row = cache._walk(int(q), any_byte, -1)
         assert row is not None
-        out[tiles[q].tobytes()] = (row.dense, list(row.accepted), list(row.unc_tok))
+        out[tiles[q].tobytes()] = (row.dense, list(row.accepted), list(row.unc_pos))
     return out
 
 

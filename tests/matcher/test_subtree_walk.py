@@ -103,7 +103,7 @@ def _walk(
     in_byte_order = sorted(accepted.tolist(), key=lambda t: (info.token_bytes[t], t))
     if n_acc <= ids.shape[0]:
         assert ids[:n_acc].tolist() == in_byte_order
-    return accepted.tolist(), out[0][:n_unc].tolist(), out[1][:n_unc], skipped
+    return accepted.tolist(), trie.tok_ids[out[0][:n_unc]].tolist(), out[1][:n_unc], skipped
 
 
 def _no_chains(n_states: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
