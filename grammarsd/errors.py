@@ -101,7 +101,7 @@ class UnsupportedSyntaxError(GrammarSyntaxError):
         )
 
     @classmethod
-    def at_offset(  # type: ignore[override]
+    def at_offset(
         cls, construct: str, source: str, offset: int, *, hint: str | None = None
     ) -> UnsupportedSyntaxError:
         offset = max(0, min(offset, len(source)))

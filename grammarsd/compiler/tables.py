@@ -988,7 +988,7 @@ def build_tables(
             state_tile[offset : offset + n] = d.tile
         term_start[t] = offset
         offset += n
-    dfa_has_out = (dfa_trans >= 0).any(axis=1).astype(np.uint8)
+    dfa_has_out = np.asarray((dfa_trans >= 0).any(axis=1), dtype=np.uint8)
     follow_bytes = _follow_bytes(
         [
             (nt_map[lhs], tuple(nt_map[s] if s >= 0 else -t_map[-s - 1] - 1 for s in body))

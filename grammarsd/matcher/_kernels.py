@@ -113,7 +113,7 @@ class Cache(NamedTuple):
     (0 <= unc_cls < classes; see ``classify_tokens``).
     """
 
-    index: np.ndarray  # int32 [Q]
+    index: np.ndarray  # type: ignore[assignment]  # int32 [Q] (shadows tuple.index)
     rows: np.ndarray  # int64 [R, 6]
     dense_bits: np.ndarray  # uint32 [D, W]
     acc_tok: np.ndarray  # int32 [A]
@@ -543,10 +543,13 @@ def _check_layout(arrays: tuple[np.ndarray, ...], layout: tuple[tuple[type, int]
             )
 
 
-def new_context(tables: Tables, vocab: tuple[np.ndarray, ...]) -> np.ndarray:
+Vocab = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def new_context(tables: Tables, vocab: Vocab) -> np.ndarray:
     """A context naming ``tables`` and ``vocab`` = (token_indptr, token_data, eos_ids, and the
-    trie's tok_ids, seq_ptr, seq_data: see ``tokenizer.trie``); its Cache
-    and State rows are zero until ``pack_cache`` / ``pack_state`` fill them."""
+    trie's tok_ids, seq_ptr, seq_data: see ``tokenizer.trie``); its Cache and State rows are zero
+    until ``pack_cache`` / ``pack_state`` fill them."""
     _check_layout(tuple(tables[:9]), TABLES_LAYOUT)
     _check_layout(vocab, VOCAB_LAYOUT)
     ctx = np.zeros((CTX_ROWS, 3), dtype=np.int64)
