@@ -1075,7 +1075,7 @@ def classify_tokens(
     (uint32 words, overwritten) and, when there are at most ``len(accepted)`` of them, their ids
     are written to ``accepted`` in byte order (when there are more, the bitset is the smaller row).
     The walk itself touches no token of a subtree it accepts: it notes where, in trie order
-    (``tok_ids``), accepted runs of tokens begin and end (``flips``, int32 [num_nodes + 1]), and
+    (``tok_ids``), accepted runs of tokens begin and end (``flips``, int32 [num_nodes + 2]), and
     the bitset is written from those runs at the end, by setting the accepted tokens' bits or by
     clearing the others' from ``tok_bits`` (the trie's tokens), whichever is fewer: a string
     body's ~120k accepted Llama-3 ids are never read one by one. The others

@@ -44,7 +44,7 @@ class _Scratch(NamedTuple):
     views of them until it is copied (``MaskCache._append``, ``RowStore.put``)."""
 
     acc: np.ndarray  # int32 [W]: accepted ids, when they fit
-    tok: np.ndarray  # int32 [V]: uncertain ids ...
+    pos: np.ndarray  # int32 [V]: uncertain tokens' trie positions ...
     lcp: np.ndarray  # ... their common prefixes ...
     cls: np.ndarray  # ... and suffix classes
     flips: np.ndarray  # int32 [num_nodes + 2]: accepted runs in trie order
@@ -90,7 +90,7 @@ class MaskCache:
         info = compiled.tokenizer_info
         self._tables = tables
         self._trie = compiled.trie
-        self._vocab = info.vocab_size
+        self._vocab_size = info.vocab_size
         self._fingerprint = info.fingerprint
         self._store = shared_row_store() if store is None else store
         self.words = (info.vocab_size + 31) // 32
@@ -122,17 +122,14 @@ class MaskCache:
         self._sig_label = np.full(tables.dfa_trans.shape[0], -1, dtype=np.int32)
         self._sig_order = np.empty(_SIG_MAX_STATES, dtype=np.int32)
         self._sig_out = np.empty(_SIG_MAX_INTS, dtype=np.int32)
-        self._tok_bits = np.zeros(self.words, dtype=np.uint32)  # the trie's tokens, W words
-        m = min(self.words, self._trie.tok_bits.shape[0])
-        self._tok_bits[:m] = self._trie.tok_bits[:m]
 
     @property
     def nbytes(self) -> int:
         """Bytes of what the cache owns besides its rows (``arrays``): per-state step sets and
-        radii, signature buffers and the trie's token set (the row builders' vocabulary-sized
-        scratch is per thread, ``_scratch``)."""
+        radii and signature buffers (the row builders' vocabulary-sized scratch is per thread,
+        ``_scratch``)."""
         owned = (self._steps, self._rad, self._rad_utf8, self._sig_ok, self._sig_label,
-                 self._sig_order, self._sig_out, self._tok_bits)  # fmt: skip
+                 self._sig_order, self._sig_out)  # fmt: skip
         return sum(a.nbytes for a in owned)
 
     @property
@@ -215,7 +212,7 @@ class MaskCache:
         DFA-only walk of the token trie (views of scratch buffers), or None when the walk would
         visit more than ``budget`` trie nodes (-1: no bound)."""
         trie = self._trie
-        scratch = _scratch(self.words, self._vocab, trie.num_nodes)
+        scratch = _scratch(self.words, self._vocab_size, trie.num_nodes)
         bits = np.empty(self.words, dtype=np.uint32)
         n_acc, n_unc, n_cls, skipped = K.classify_tokens(
             self._tables.dfa_trans,
@@ -236,20 +233,20 @@ class MaskCache:
             trie.below,
             trie.below_utf8,
             trie.height,
-            self._tok_bits,
+            trie.tok_bits,
             trie.seq_ptr,
             trie.seq_data,
             scratch.flips,
             scratch.acc,
             bits,
-            scratch.tok,
+            scratch.pos,
             scratch.lcp,
             scratch.cls,
         )
         if n_acc < 0:
             return None
         self.skipped_subtrees += skipped
-        unc = (scratch.tok[:n_unc], scratch.lcp[:n_unc], scratch.cls[:n_unc])
+        unc = (scratch.pos[:n_unc], scratch.lcp[:n_unc], scratch.cls[:n_unc])
         if n_acc > self.words:  # a bitset is smaller than the id list
             return Row(True, bits, *unc, n_cls)
         return Row(False, scratch.acc[:n_acc], *unc, n_cls)
