@@ -109,6 +109,9 @@ class ByteDFA:
     trans: np.ndarray  # int32 [num_states, 256]; next state or -1 (dead)
     accept: np.ndarray  # bool [num_states]
     tile: np.ndarray | None = None  # int64 [num_states, 4] for tiled DFAs, see ``_tiled``
+    cap: int = 0  # a ``Capped`` terminal's bound on decoded characters (0: not capped)
+    char_start: np.ndarray | None = None  # bool [num_states]: with ``cap``, the next byte
+    # starts a decoded character (the matcher counts a character there)
 
     def __post_init__(self) -> None:
         if self.trans.dtype != np.int32 or self.trans.ndim != 2 or self.trans.shape[1] != 256:
@@ -117,6 +120,9 @@ class ByteDFA:
             raise ValueError("ByteDFA.accept must be bool [num_states]")
         if self.tile is not None and self.tile.shape != (self.trans.shape[0], 4):
             raise ValueError("ByteDFA.tile must be int64 [num_states, 4]")
+        if (self.cap > 0) != (self.char_start is not None) or (
+                self.char_start is not None and self.char_start.shape != self.accept.shape):
+            raise ValueError("ByteDFA.char_start must be bool [num_states] exactly when capped")
 
     @property
     def num_states(self) -> int:

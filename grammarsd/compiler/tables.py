@@ -38,6 +38,9 @@ Flat layout (``EarleyTables``; ``sym >= 0`` is a nonterminal, ``sym < 0`` is ter
     state_term    int32 [Q]     terminal owning each state
     state_tile    int64 [Q, 4]  for states of tiled counted repeats (``lexer._tiled``): a key
                                 naming the sub-automaton reachable from the state; -1 rows else
+    state_cap     int32 [Q]     for states of a ``Capped`` terminal where the next byte starts a
+                                decoded character: the terminal's bound; 0 elsewhere
+    term_cap      int32 [T]     a ``Capped`` terminal's bound on decoded characters; 0: none
     term_start    int32 [T]     start state of each terminal's DFA (never accepting)
     follow_bytes  uint64 [T, 4] 256-bit set: first bytes of every terminal that can follow
                                 terminal t anywhere in the grammar (static FOLLOW). After t
@@ -110,6 +113,8 @@ class EarleyTables:
     term_start: np.ndarray
     follow_bytes: np.ndarray
     state_tile: np.ndarray
+    state_cap: np.ndarray
+    term_cap: np.ndarray
     nt_names: tuple[str, ...] = field(repr=False)
     term_exprs: tuple[Expr, ...] = field(repr=False)
 
@@ -976,7 +981,9 @@ def build_tables(
     dfa_accept = np.zeros(max(total, 1), dtype=np.uint8)
     state_term = np.zeros(max(total, 1), dtype=np.int32)
     state_tile = np.full((max(total, 1), 4), -1, dtype=np.int64)
+    state_cap = np.zeros(max(total, 1), dtype=np.int32)
     term_start = np.zeros(len(dfas), dtype=np.int32)
+    term_cap = np.zeros(len(dfas), dtype=np.int32)
     offset = 0
     for t, d in enumerate(dfas):
         n = d.trans.shape[0]
@@ -986,6 +993,9 @@ def build_tables(
         state_term[offset : offset + n] = t
         if d.tile is not None:
             state_tile[offset : offset + n] = d.tile
+        if d.char_start is not None:
+            state_cap[offset : offset + n] = np.where(d.char_start, d.cap, 0)
+            term_cap[t] = d.cap
         term_start[t] = offset
         offset += n
     dfa_has_out = np.asarray((dfa_trans >= 0).any(axis=1), dtype=np.uint8)
@@ -1013,6 +1023,8 @@ def build_tables(
         term_start=term_start,
         follow_bytes=follow_bytes,
         state_tile=state_tile,
+        state_cap=state_cap,
+        term_cap=term_cap,
         nt_names=tuple(low.nt_names[o] for o in used_nt),
         term_exprs=tuple(low.term_exprs[o] for o in used_t),
     )

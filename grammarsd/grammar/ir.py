@@ -11,6 +11,9 @@ frozen, hashable dataclasses:
     Choice(items)              alternation; ``Choice(())`` is the empty language (NOTHING)
     Repeat(item, min, max)     ``item{min,max}``; ``max=None`` is unbounded
     Ref(name)                  a reference to a rule; recursion (also left recursion) is fine
+    Capped(item, max)          the strings of ``item`` -- JSON string bodies -- that decode to
+                               at most ``max`` characters (a length bound kept apart from a
+                               pattern: their product automaton can be huge)
 
 A ``Grammar`` maps rule names to expressions and names its ``start`` rule. ``str(grammar)``
 prints it in a Lark-like EBNF so users can see what their schema or regex became.
@@ -186,7 +189,31 @@ class Ref:
         return self.name
 
 
-Expr = Literal | CharClass | Seq | Choice | Repeat | Ref
+@dataclass(frozen=True)
+class Capped(_CachedHash):
+    """The strings of ``item`` whose JSON string decoding has at most ``max`` characters.
+
+    ``item`` must be regular and match JSON string bodies only (the text between the quotes:
+    no raw ``"``, ``\\`` or control character outside a well-formed escape), so a string
+    decodes unambiguously: a raw code point, a short escape (``\\n``) and a ``\\uXXXX`` each
+    count one character, and a surrogate pair ``\\uD8xx\\uDCxx`` counts one. It is what a
+    ``maxLength`` beside a ``pattern`` becomes when their product automaton would be large:
+    the matcher counts the characters of the one terminal it is (``compiler.lexer``)."""
+
+    __hash__ = _CachedHash.__hash__
+
+    item: Expr
+    max: int
+
+    def __post_init__(self) -> None:
+        if self.max < 0:
+            raise ValueError(f"bad cap {self.max}")
+
+    def __str__(self) -> str:
+        return f"capped({self.item}, {self.max})"
+
+
+Expr = Literal | CharClass | Seq | Choice | Repeat | Ref | Capped
 
 EMPTY = Seq(())
 NOTHING = Choice(())
@@ -306,7 +333,7 @@ def optional(item: Expr) -> Expr:
 def children(expr: Expr) -> tuple[Expr, ...]:
     if isinstance(expr, (Seq, Choice)):
         return expr.items
-    if isinstance(expr, Repeat):
+    if isinstance(expr, (Repeat, Capped)):
         return (expr.item,)
     return ()
 
@@ -374,6 +401,7 @@ __all__ = [
     "ANY_CHAR",
     "EMPTY",
     "NOTHING",
+    "Capped",
     "CharClass",
     "Choice",
     "Expr",
