@@ -8,7 +8,8 @@ Everything is flat arrays (see ``compiler.tables`` for the grammar side). The pa
                                scans after p bytes are scans[bounds[p, 1]:bounds[p + 1, 1]]
     acc      uint8 [P + 2]     the first p bytes form a complete string of the language
     items    int32 [C, 2]      (dotted item, origin position) of each Earley item
-    scans    int32 [CS, 2]     (DFA state, origin position) of each terminal being scanned
+    scans    int32 [CS, 3]     (DFA state, origin position, characters started) of each terminal
+                               being scanned; the count matters to ``Capped`` terminals only
     htab     int64 [H, 3]      (stamp, item, origin): de-duplicates items while one set is built
     tstamp   int64 [T]         de-duplicates the scans one set starts
     pend     uint8 [P + 2]     set p's Earley closure is postponed (its seed items are stored)
@@ -44,8 +45,8 @@ Hot functions take plain arrays: numba increfs every array of a tuple each time 
 or bound, which cost ~300 ns per byte when the state was a namedtuple of a dozen arrays.
 
 Return codes: ``OK`` (1), ``FAIL`` (0: not allowed, position unchanged), ``OVERFLOW`` (-1: an array
-is full, position unchanged; grow and retry), ``MISSING`` (-2: the cache lacks DFA state
-``meta[MISS]``; build it and retry); ``fill_mask`` returns ``MASKED`` (1) or ``UNMASKED`` (2) on
+is full, position unchanged; grow and retry), ``MISSING`` (-2: the cache lacks the row of
+index slot ``meta[MISS]``; build it and retry); ``fill_mask`` returns ``MASKED`` (1) or ``UNMASKED`` (2) on
 success.
 """
 
@@ -68,6 +69,7 @@ UNKNOWN = -1
 OVERFLOW = -1
 MISSING = -2
 RAD_INF = 0xFFFF  # chain_sets: an unbounded radius (uint16; trie heights saturate here too)
+NO_CAP = 2**30  # dfa_info max_count / plain_count of a state without a cap
 POS = 0
 STAMP = 1
 MISS = 2
@@ -75,7 +77,17 @@ END = 2**30
 
 
 class Tables(NamedTuple):
-    """Grammar arrays (see ``compiler.tables``); ``dfa_info[q] = (accept, has_out, terminal)``."""
+    """Grammar arrays (see ``compiler.tables``) plus ``dfa_info``, int32 [Q, 7] per DFA state:
+
+        0 accept, 1 has_out, 2 terminal
+        3 char_start    1 when the next byte starts a decoded character of a capped terminal
+        4 max_count     a scan of a capped terminal in this state lives while its count of
+                        characters started is at most this (its cap minus the characters it
+                        still needs to accept); ``NO_CAP`` elsewhere
+        5 plain_count   counts up to this use the state's own mask-cache row; past it the row
+        6 slot_end      is ``index[slot_end - count]``, one per characters left (``Cache``)
+
+    The count of a scan is kept in ``scans[:, 2]``; ``runtime.Runtime`` fills columns 3-6."""
 
     item_next: np.ndarray  # int32 [I]
     item_lhs: np.ndarray  # int32 [I]
@@ -105,7 +117,9 @@ class State(NamedTuple):
 class Cache(NamedTuple):
     """Context-independent masks, one row per cached DFA state.
 
-    index[q] is the row of state q or -1. Row r: rows[r] = (dense, acc_lo, acc_hi, unc_lo, unc_hi,
+    index[q] is the row of state q or -1; a scan of a capped terminal near its cap uses the
+    index slot ``dfa_info[q, 6] - count`` instead (past the states: a row per characters left,
+    see ``Tables``). Row r: rows[r] = (dense, acc_lo, acc_hi, unc_lo, unc_hi,
     classes): accepted tokens are the bitset dense_bits[dense] when dense >= 0, else
     acc_tok[acc_lo:acc_hi]; uncertain tokens are at the trie positions unc_pos[unc_lo:unc_hi] (token
     ``tok_ids[p]``, its bytes read in trie order from ``seq_data``), in byte order, unc_lcp =
@@ -210,6 +224,7 @@ def _close(  # noqa: ANN202
                     return -1, -1
                 scans[scount, 0] = term_start[t]
                 scans[scount, 1] = pos
+                scans[scount, 2] = 0
                 scount += 1
         elif x == accept_item and items[k, 1] == 0:
             complete = 1
@@ -308,8 +323,12 @@ def _step(  # noqa: ANN202
     stamp = meta[STAMP]
     f0 = f1 = f2 = f3 = np.uint64(0)
     for i in range(bounds[pos, 1], sbase):
-        q = dfa_trans[scans[i, 0], b]
+        s = scans[i, 0]
+        q = dfa_trans[s, b]
         if q < 0:
+            continue
+        n = scans[i, 2] + dfa_info[s, 3]
+        if n > dfa_info[q, 4]:  # a capped terminal that can no longer accept within its cap
             continue
         o = scans[i, 1]
         if dfa_info[q, 1]:
@@ -317,6 +336,7 @@ def _step(  # noqa: ANN202
                 return OVERFLOW
             scans[scount, 0] = q
             scans[scount, 1] = o
+            scans[scount, 2] = n
             scount += 1
         if dfa_info[q, 0]:
             term = dfa_info[q, 2]
@@ -676,6 +696,15 @@ def _in_bits(bits, b):  # noqa: ANN001, ANN202
     return (bits[b >> 6] >> np.uint64(b & 63)) & np.uint64(1) != 0
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _row_slot(dfa_info, scans, k):  # noqa: ANN001, ANN202
+    """The mask-cache index slot of scan ``k``: its state, or near a cap the row for the
+    characters it has left (see ``Tables``)."""
+    q = scans[k, 0]
+    n = scans[k, 2]
+    return q if n <= dfa_info[q, 5] else dfa_info[q, 6] - n
+
+
 @njit(cache=True, nogil=True)
 def _dfa_verdict(dfa_trans, dfa_info, follow_bytes, scans, lo, hi, data, a, z):  # noqa: ANN001, ANN202
     """Decide ``data[a:z]`` from the live scans ``scans[lo:hi]`` of a closed chart position by
@@ -687,13 +716,16 @@ def _dfa_verdict(dfa_trans, dfa_info, follow_bytes, scans, lo, hi, data, a, z): 
     last = a
     for k in range(lo, hi):
         q = scans[k, 0]
+        n = scans[k, 2]
         term = dfa_info[q, 2]
         for i in range(a, z):
             b = data[i]
             if i > a and verdict == REJECTED and dfa_info[q, 0] and _in_set(follow_bytes, term, b):
                 verdict = UNKNOWN
+            n += dfa_info[q, 3]
             q = dfa_trans[q, b]
-            if q < 0:
+            if q < 0 or n > dfa_info[q, 4]:
+                q = -1
                 last = max(last, i)
                 break
         if q >= 0:
@@ -730,8 +762,8 @@ def fill_mask(  # noqa: ANN201
     Union of the cached context-independent sets of every live scan, plus the uncertain tokens a
     real parse accepts, plus ``eos_ids`` when the input so far is complete. Returns ``MASKED`` when
     some token of the vocabulary is not allowed, ``UNMASKED`` when all are, or ``OVERFLOW`` /
-    ``MISSING`` (retry after growing / building the rows; ``meta[MISS]`` names one missing DFA
-    state). The parse position is unchanged.
+    ``MISSING`` (retry after growing / building the rows; ``meta[MISS]`` names one missing index
+    slot: a DFA state, or past them a capped state's row for the characters it has left). The parse position is unchanged.
 
     The uncertain tokens of a row (those whose terminal may end inside them, see
     ``classify_tokens``) are walked through the parser in byte order. The walk reuses the chart
@@ -754,12 +786,13 @@ def fill_mask(  # noqa: ANN201
             return r
     lo, hi = bounds[pos0, 1], bounds[pos0 + 1, 1]
     for k in range(lo, hi):
-        if index[scans[k, 0]] < 0:
-            meta[MISS] = scans[k, 0]
+        slot = _row_slot(dfa_info, scans, k)
+        if index[slot] < 0:
+            meta[MISS] = slot
             return MISSING
     words = out.shape[0]
     for k in range(lo, hi):
-        r = index[scans[k, 0]]
+        r = index[_row_slot(dfa_info, scans, k)]
         dense = rows[r, 0]
         if dense >= 0:
             for w in range(words):
@@ -770,7 +803,7 @@ def fill_mask(  # noqa: ANN201
                 out[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
     single = hi - lo == 1  # no other scan: suffix classes share their verdicts
     for k in range(lo, hi):
-        r = index[scans[k, 0]]
+        r = index[_row_slot(dfa_info, scans, k)]
         memo = np.full(rows[r, 5], UNKNOWN, dtype=np.int8)  # verdict per class
         rejected = False  # the previous walked token was rejected on its bytes 0..dead alone
         dead = 0
@@ -938,6 +971,54 @@ def chain_sets(
     _chain_radii(link, base, rad_utf8)
 
 
+@njit(cache=True, nogil=True)
+def chars_needed(dfa_trans, dfa_accept, char_start, lo, hi, out):  # noqa: ANN001, ANN201
+    """``out[q - lo]`` = the fewest characters started on a path from state ``q`` to an
+    accepting state, for the states ``lo <= q < hi`` of one terminal (a step from ``q`` starts
+    one when ``char_start[q]``): a 0-1 breadth-first search backwards from the accepting states.
+    Unreachable acceptance (never, in a trimmed DFA) is left at ``NO_CAP``."""
+    n = hi - lo
+    deg = np.zeros(n + 1, dtype=np.int64)
+    for q in range(lo, hi):
+        for b in range(256):
+            t = dfa_trans[q, b]
+            if t >= 0:
+                deg[t - lo + 1] += 1
+    for i in range(n):
+        deg[i + 1] += deg[i]
+    preds = np.empty(deg[n], dtype=np.int64)
+    fill = deg[:n].copy()
+    for q in range(lo, hi):
+        for b in range(256):
+            t = dfa_trans[q, b]
+            if t >= 0 and (b == 0 or dfa_trans[q, b - 1] != t):  # one edge per run is enough
+                preds[fill[t - lo]] = q - lo
+                fill[t - lo] += 1
+    out[:n] = NO_CAP
+    pushes = n + deg[n] + 1  # at most one per accepting state and one per relaxed edge
+    queue = np.empty(2 * pushes, dtype=np.int64)  # a deque: 0-edges in front, 1-edges at the back
+    head = tail = pushes
+    for i in range(n):
+        if dfa_accept[lo + i]:
+            out[i] = 0
+            queue[tail] = i
+            tail += 1
+    while head < tail:
+        v = queue[head]
+        head += 1
+        for j in range(deg[v], fill[v]):
+            u = preds[j]
+            w = out[v] + (1 if char_start[lo + u] else 0)
+            if w < out[u]:
+                out[u] = w
+                if w == out[v]:
+                    head -= 1
+                    queue[head] = u
+                else:
+                    queue[tail] = u
+                    tail += 1
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _contains(steps, t, s, words):  # noqa: ANN001, ANN202
     """The first ``words`` 64-bit words of ``steps[t]`` contain those of ``steps[s]`` (2: ASCII)."""
@@ -1047,6 +1128,8 @@ def classify_tokens(
     rad_utf8: np.ndarray,
     q: int,
     follow: np.ndarray,
+    count: int,
+    room: int,
     budget: int,
     max_depth: int,
     byte: np.ndarray,
@@ -1095,15 +1178,23 @@ def classify_tokens(
     ``chain_sets``, ``below`` / ``below_utf8`` / ``height`` from the trie), the node's whole
     subtree is accepted at once, one id range, and the walk jumps past it: inside a JSON string
     body (a loop) or a ``maxLength`` string (a chain of counting states) most of the trie is never
-    visited. The output is the same as without the jumps (all-zero radii turn them off). Covers at
+    visited. The output is the same as without the jumps (all-zero radii turn them off).
+
+    A scan of a capped terminal near its cap walks with its ``count`` of characters started: a
+    token dies where the count passes ``dfa_info[s, 4]`` (``Tables``), and a subtree is taken whole
+    only if ``count`` plus its height stays within ``room`` (the cap minus the most characters any
+    state of the terminal still needs); suffix classes then also agree on the count at the split.
+    Other walks pass ``count = -NO_CAP`` (never limited) and ``room = NO_CAP``. Covers at
     most ``budget`` trie nodes (a subtree taken whole counts all its nodes, so the bound means what
     it means without the jumps). Returns the numbers of accepted tokens, uncertain tokens and
     classes and of subtrees taken whole, or (-1, -1, -1, -1) when the budget runs out first.
     """
     stack = np.empty(max_depth + 2, dtype=np.int64)  # DFA state after the node at each depth
     split = np.empty(stack.shape[0], dtype=np.int64)  # split on the path to it (-1: none yet)
+    counts = np.empty(stack.shape[0], dtype=np.int64)  # characters started on the path to it
     stack[0] = q
     split[0] = -1
+    counts[0] = count
     n_acc = 0
     n_unc = 0
     n_flips = 0  # tokens tok_ids[flips[2i]:flips[2i + 1]] are accepted
@@ -1122,10 +1213,14 @@ def classify_tokens(
         if at < 0 and d >= 2 and dfa_info[parent, 0] != 0 and _in_bits(follow, b):
             at = d - 1  # the terminal may end before this byte
         s2 = dfa_trans[parent, b]
+        c = counts[d - 1] + dfa_info[parent, 3]
+        if s2 >= 0 and c > dfa_info[s2, 4]:
+            s2 = -1  # past the cap of a capped terminal
         if s2 >= 0:
             end = nxt[k]
             h = height[k]
-            if (h > 0) & _subtree_stays(steps, rad, rad_utf8, s2, below, below_utf8, h, k):
+            whole = (h > 0) & (c + h <= room)
+            if whole & _subtree_stays(steps, rad, rad_utf8, s2, below, below_utf8, h, k):
                 skipped += 1
                 visited += end - k - 1
                 if visited > budget:
@@ -1133,6 +1228,7 @@ def classify_tokens(
             else:
                 stack[d] = s2
                 split[d] = at
+                counts[d] = c
                 end = k + 1
             lo, hi = tok_ptr[k], tok_ptr[end]
             if lo < hi:
@@ -1159,7 +1255,8 @@ def classify_tokens(
                     n_unc += 1
             k = nxt[k]
     _write_accepted(tok_ids, tok_bits, flips, n_flips, n_acc, accepted, bits)
-    n_cls = _number_classes(dfa_trans, q, seq_ptr, seq_data, kept, cls, n_unc)
+    counted = count > -NO_CAP
+    n_cls = _number_classes(dfa_trans, dfa_info, q, counted, seq_ptr, seq_data, kept, cls, n_unc)
     return n_acc, n_unc, n_cls, skipped
 
 
@@ -1208,18 +1305,19 @@ def _common_prefix(seq_ptr, seq_data, a, b):  # noqa: ANN001, ANN202
 
 
 @njit(cache=True, nogil=True)
-def _number_classes(dfa_trans, q, seq_ptr, seq_data, tokens, cls, n):  # noqa: ANN001, ANN202
+def _number_classes(dfa_trans, dfa_info, q, counted, seq_ptr, seq_data, tokens, cls, n):  # noqa: ANN001, ANN202
     """Number the suffix classes of the tokens at trie positions ``tokens[:n]`` (their bytes are
     ``seq_data[seq_ptr[j]:seq_ptr[j + 1]]``, read in trie order): on entry ``cls[i]`` is token
-    i's split, on exit its class (equal DFA state from ``q`` at the split and equal bytes from
-    there on), compared exactly through an open-addressing table. Returns the number of
-    classes."""
+    i's split, on exit its class (equal DFA state from ``q`` at the split, with ``counted`` also
+    equal characters started before it, and equal bytes from there on), compared exactly
+    through an open-addressing table. Returns the number of classes."""
     size = 16
     while size < 2 * n:
         size *= 2
     slot_rep = np.full(size, -1, dtype=np.int64)  # a representative (index i) per slot ...
     slot_state = np.empty(size, dtype=np.int64)  # ... its state and split at the split
     slot_split = np.empty(size, dtype=np.int64)
+    slot_count = np.empty(size, dtype=np.int64)
     slot_cls = np.empty(size, dtype=np.int64)
     n_cls = 0
     for i in range(n):
@@ -1228,9 +1326,13 @@ def _number_classes(dfa_trans, q, seq_ptr, seq_data, tokens, cls, n):  # noqa: A
         lo = seq_ptr[t] + split
         hi = seq_ptr[t + 1]
         state = q
+        chars = 0
         for p in range(seq_ptr[t], lo):
+            chars += dfa_info[state, 3]
             state = dfa_trans[state, seq_data[p]]
-        h = np.uint64(state) * np.uint64(0x9E3779B97F4A7C15)
+        if not counted:
+            chars = 0
+        h = np.uint64(state * 1024 + chars) * np.uint64(0x9E3779B97F4A7C15)
         for p in range(lo, hi):
             h = (h ^ np.uint64(seq_data[p])) * np.uint64(0x100000001B3)
         h ^= h >> np.uint64(33)  # finalizer (MurmurHash3's fmix64): spread into the low bits
@@ -1243,12 +1345,14 @@ def _number_classes(dfa_trans, q, seq_ptr, seq_data, tokens, cls, n):  # noqa: A
                 slot_rep[slot] = i
                 slot_state[slot] = state
                 slot_split[slot] = split
+                slot_count[slot] = chars
                 slot_cls[slot] = n_cls
                 cls[i] = n_cls
                 n_cls += 1
                 break
             r_lo = seq_ptr[tokens[r]] + slot_split[slot]
-            same = slot_state[slot] == state and seq_ptr[tokens[r] + 1] - r_lo == hi - lo
+            same = (slot_state[slot] == state and slot_count[slot] == chars
+                    and seq_ptr[tokens[r] + 1] - r_lo == hi - lo)
             if same:
                 for p in range(hi - lo):
                     if seq_data[r_lo + p] != seq_data[lo + p]:

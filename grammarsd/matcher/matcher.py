@@ -38,7 +38,7 @@ def _new_state(num_terminals: int) -> K.State:
         bounds=np.zeros((_INITIAL_POSITIONS + 2, 2), dtype=np.int64),
         acc=np.zeros(_INITIAL_POSITIONS + 2, dtype=np.uint8),
         items=np.zeros((_INITIAL_ITEMS, 2), dtype=np.int32),
-        scans=np.zeros((_INITIAL_ITEMS, 2), dtype=np.int32),
+        scans=np.zeros((_INITIAL_ITEMS, 3), dtype=np.int32),
         htab=np.zeros((_INITIAL_HASH, 3), dtype=np.int64),
         tstamp=np.zeros(max(num_terminals, 1), dtype=np.int64),
         pend=np.zeros(_INITIAL_POSITIONS + 2, dtype=np.uint8),
@@ -124,9 +124,10 @@ class GrammarMatcher:
         ``MISSING`` fill, whose settled chart names them), so one retry suffices."""
         s, cache = self._state, self._runtime.cache
         pos = int(s.meta[K.POS])
-        for q in s.scans[s.bounds[pos, 1] : s.bounds[pos + 1, 1], 0].tolist():
-            if cache.arrays.index[q] < 0:
-                cache.ensure(q)
+        for q, _, count in s.scans[s.bounds[pos, 1] : s.bounds[pos + 1, 1]].tolist():
+            slot = cache.slot(q, count)
+            if cache.arrays.index[slot] < 0:
+                cache.ensure(slot)
 
     @property
     def _pos(self) -> int:
@@ -238,7 +239,7 @@ class GrammarMatcher:
         arr = self._bitmask_of(bitmask)
         if type(index) is not int:
             index = as_int(index)
-        missing = -1  # the DFA state whose row the last MISSING fill lacked
+        missing = -1  # the index slot whose row the last MISSING fill lacked
         while True:  # one kernel call, unless a row is missing or the chart is full
             r = K.fill_mask_ctx(self._context(), arr, index)
             if r == K.MASKED:
@@ -246,10 +247,10 @@ class GrammarMatcher:
             if r == K.UNMASKED:
                 return False
             if r == K.MISSING:
-                q = int(self._state.meta[K.MISS])
-                if q == missing:  # built the last time round: the context missed the new arrays
-                    raise AssertionError(f"the mask cache row of DFA state {q} is not seen")
-                missing = q
+                slot = int(self._state.meta[K.MISS])
+                if slot == missing:  # built the last time round: the context missed the new arrays
+                    raise AssertionError(f"the mask cache row of index slot {slot} is not seen")
+                missing = slot
                 self._ensure_rows()
             elif r == K.OVERFLOW:
                 self._grow()

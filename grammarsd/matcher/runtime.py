@@ -28,6 +28,7 @@ from grammarsd.tokenizer.trie import UTF8_DFA
 
 if TYPE_CHECKING:
     from grammarsd.compiler.compiled import CompiledGrammar
+    from grammarsd.compiler.tables import EarleyTables
 
 
 CHEAP_WALK_NODES = 2048  # trie nodes a walk may visit before the row is looked up by signature
@@ -85,7 +86,11 @@ class MaskCache:
     """
 
     def __init__(
-        self, compiled: CompiledGrammar, tables: K.Tables, store: RowStore | None = None
+        self,
+        compiled: CompiledGrammar,
+        tables: K.Tables,
+        caps: CapSlots,
+        store: RowStore | None = None,
     ) -> None:
         info = compiled.tokenizer_info
         self._tables = tables
@@ -107,7 +112,7 @@ class MaskCache:
         if SKIP_SUBTREES:
             K.chain_sets(tables.dfa_trans, UTF8_DFA, self._steps, self._rad, self._rad_utf8)
         self.arrays = K.Cache(
-            index=np.full(tables.dfa_trans.shape[0], -1, dtype=np.int32),
+            index=np.full(tables.dfa_trans.shape[0] + caps.size, -1, dtype=np.int32),
             rows=np.zeros((16, 6), dtype=np.int64),
             dense_bits=np.zeros((0, self.words), dtype=np.uint32),
             acc_tok=np.zeros(1024, dtype=np.int32),
@@ -119,6 +124,7 @@ class MaskCache:
         term_states = np.bincount(tables.dfa_info[:, 2])  # see ``_signature``
         self._sig_ok = term_states[tables.dfa_info[:, 2]] <= _SIG_MAX_STATES
         self._tile = compiled.tables.state_tile
+        self._caps = caps
         self._sig_label = np.full(tables.dfa_trans.shape[0], -1, dtype=np.int32)
         self._sig_order = np.empty(_SIG_MAX_STATES, dtype=np.int32)
         self._sig_out = np.empty(_SIG_MAX_INTS, dtype=np.int32)
@@ -137,14 +143,37 @@ class MaskCache:
         """DFA states that have a row."""
         return self._n_states
 
-    def ensure(self, q: int) -> None:
-        """Give DFA state ``q`` its row (no-op if present)."""
+    def slot(self, q: int, count: int) -> int:
+        """The index slot of a scan in state ``q`` with ``count`` characters started (the
+        kernels' ``_row_slot``)."""
+        info = self._tables.dfa_info[q]
+        return q if count <= info[5] else int(info[6]) - count
+
+    def ensure(self, slot: int) -> None:
+        """Give index slot ``slot`` its row (no-op if present): a DFA state, or past them a
+        capped state's row for the characters it has left."""
         with self._lock:
-            if self.arrays.index[q] >= 0:
+            if self.arrays.index[slot] >= 0:
                 return
-            r = self._row_of(q)
-            self.arrays.index[q] = r  # after _append: the published index covers row r
+            n_states = self._tables.dfa_trans.shape[0]
+            r = self._row_of(slot) if slot < n_states else self._capped_row_of(slot)
+            self.arrays.index[slot] = r  # after _append: the published index covers row r
             self._n_states += 1
+
+    def _capped_row_of(self, slot: int) -> int:
+        """The row of a capped terminal's state with few characters left: one walk that counts
+        them (rare, near the end of a long string, so neither named nor stored)."""
+        caps = self._caps
+        block = int(np.searchsorted(caps.base, slot, side="right")) - 1
+        q = int(caps.state[block])
+        base = int(caps.base[block])
+        info = self._tables.dfa_info[q]
+        cap = int(info[6]) - base  # slot_end = base + cap
+        room = cap - int(caps.most_needed[block])
+        row = self._walk(q, self._tables.follow_bytes[info[2]], -1, cap - (slot - base), room)
+        assert row is not None  # no budget: the walk always completes
+        self.walks += 1
+        return self._append(row)
 
     def _row_of(self, q: int) -> int:
         """The number of ``q``'s row, appended unless an equivalent state of this grammar has one.
@@ -207,10 +236,14 @@ class MaskCache:
         assert row is not None  # no budget: the walk always completes
         return row
 
-    def _walk(self, q: int, follow: np.ndarray, budget: int) -> Row | None:
+    def _walk(
+        self, q: int, follow: np.ndarray, budget: int, count: int = -K.NO_CAP,
+        room: int = K.NO_CAP,
+    ) -> Row | None:
         """The row of ``q`` (its terminal followed by the bytes of ``follow``, uint64 [4]) by one
         DFA-only walk of the token trie (views of scratch buffers), or None when the walk would
-        visit more than ``budget`` trie nodes (-1: no bound)."""
+        visit more than ``budget`` trie nodes (-1: no bound). ``count`` and ``room``: see
+        ``_kernels.classify_tokens`` (a capped state near its cap)."""
         trie = self._trie
         scratch = _scratch(self.words, self._vocab_size, trie.num_nodes)
         bits = np.empty(self.words, dtype=np.uint32)
@@ -222,6 +255,8 @@ class MaskCache:
             self._rad_utf8,
             q,
             follow,
+            count,
+            room,
             budget if budget >= 0 else trie.num_nodes,
             trie.max_depth,
             trie.byte,
@@ -284,6 +319,57 @@ class MaskCache:
         return self._n_rows - 1
 
 
+class CapSlots(NamedTuple):
+    """Where the rows of capped terminals' states near their caps live in the cache index: a
+    block of slots per state (``base``, ascending, past the DFA states), one per characters
+    left below ``plain_count`` (``_kernels.Tables``)."""
+
+    size: int  # slots in all blocks
+    base: np.ndarray  # int64 [B]: first slot of each block
+    state: np.ndarray  # int64 [B]: its DFA state
+    most_needed: np.ndarray  # int64 [B]: the most characters any state of its terminal needs
+
+
+def _kernel_info(t: EarleyTables, max_depth: int) -> tuple[np.ndarray, CapSlots]:
+    """``dfa_info`` (int32 [Q, 7], see ``_kernels.Tables``) and the cap slots of ``t``: a
+    capped terminal's state ``q`` lives while its count is at most ``cap - needed(q)``
+    (``chars_needed``), and its own row serves counts up to ``cap - max_depth - most`` (no token
+    can then reach the cap: it starts at most ``max_depth`` characters)."""
+    n_states = t.dfa_trans.shape[0]
+    info = np.zeros((n_states, 7), dtype=np.int32)
+    info[:, 0] = t.dfa_accept
+    info[:, 1] = t.dfa_has_out
+    info[:, 2] = t.state_term
+    info[:, 3] = t.state_cap > 0
+    info[:, 4] = info[:, 5] = K.NO_CAP
+    bases: list[np.ndarray] = []
+    states: list[np.ndarray] = []
+    most: list[np.ndarray] = []
+    size = 0
+    ends = np.append(t.term_start[1:], n_states)
+    for term in np.flatnonzero(t.term_cap > 0).tolist():
+        cap = int(t.term_cap[term])
+        lo, hi = int(t.term_start[term]), int(ends[term])
+        needed = np.empty(hi - lo, dtype=np.int64)
+        K.chars_needed(t.dfa_trans, t.dfa_accept, info[:, 3], lo, hi, needed)
+        if needed[0] > cap:
+            raise ValueError(f"capped terminal {term} needs {needed[0]} characters, cap {cap}")
+        width = max_depth + int(needed.max())  # slots per state: characters left below it
+        base = n_states + size + width * np.arange(hi - lo, dtype=np.int64)
+        info[lo:hi, 4] = cap - needed
+        info[lo:hi, 5] = cap - width
+        info[lo:hi, 6] = base + cap
+        bases.append(base)
+        states.append(np.arange(lo, hi, dtype=np.int64))
+        most.append(np.full(hi - lo, needed.max(), dtype=np.int64))
+        size += width * (hi - lo)
+    return info, CapSlots(size, _joined(bases), _joined(states), _joined(most))
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
 class Runtime:
     """Kernel tables plus the mask cache of one compiled grammar.
 
@@ -294,9 +380,7 @@ class Runtime:
 
     def __init__(self, compiled: CompiledGrammar) -> None:
         t = compiled.tables
-        dfa_info = np.stack(
-            [t.dfa_accept.astype(np.int32), t.dfa_has_out.astype(np.int32), t.state_term], axis=1
-        )
+        dfa_info, caps = _kernel_info(t, compiled.trie.max_depth)
         self.tables = K.Tables(
             item_next=t.item_next,
             item_lhs=t.item_lhs,
@@ -304,13 +388,13 @@ class Runtime:
             nt_items=t.nt_items,
             nullable=t.nullable,
             dfa_trans=t.dfa_trans,
-            dfa_info=np.ascontiguousarray(dfa_info),
+            dfa_info=dfa_info,
             term_start=t.term_start,
             follow_bytes=t.follow_bytes,
             start_item=t.start_item,
             accept_item=t.accept_item,
         )
-        self.cache = MaskCache(compiled, self.tables)
+        self.cache = MaskCache(compiled, self.tables, caps)
         info = compiled.tokenizer_info
         self.words = self.cache.words
         trie = compiled.trie

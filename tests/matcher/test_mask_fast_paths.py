@@ -50,7 +50,8 @@ def cases(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[byt
     trans = np.full((n, 256), -1, dtype=np.int32)
     for s, b in itertools.product(range(n), BYTES):
         trans[s, b] = draw(st.integers(-1, n - 1))
-    info = np.zeros((n, 3), dtype=np.int32)
+    info = np.zeros((n, 7), dtype=np.int32)
+    info[:, 4:6] = K.NO_CAP  # no capped terminal (``_kernels.Tables``)
     info[:, 0] = draw(st.lists(st.booleans(), min_size=n, max_size=n))
     follow = np.zeros(4, dtype=np.uint64)
     for b in draw(st.sets(st.sampled_from(BYTES))):
@@ -97,7 +98,7 @@ def test_uncertain_tokens_and_classes_match_their_definition(case) -> None:  # n
         bits = np.empty((n + 31) // 32, dtype=np.uint32)
         flips = np.empty(trie.num_nodes + 2, dtype=np.int32)
         n_acc, n_unc, n_cls, _ = K.classify_tokens(
-            trans, info, *no_skips, q, follow, trie.num_nodes, trie.max_depth, trie.byte,
+            trans, info, *no_skips, q, follow, -K.NO_CAP, K.NO_CAP, trie.num_nodes, trie.max_depth, trie.byte,
             trie.depth, trie.next, trie.tok_ptr, trie.tok_ids, trie.tok_lcp, trie.below,
             trie.below_utf8, trie.height, trie.tok_bits, trie.seq_ptr, trie.seq_data, flips, ids, bits,
             *out,

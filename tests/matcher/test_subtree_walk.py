@@ -83,15 +83,16 @@ def _walk(
     (default: all); when the accepted ids fit, they must all be written there in byte order."""
     n_states = trans.shape[0]
     steps, rad, rad_utf8 = _chain_sets(trans) if skip else _no_chains(n_states)
-    dfa_info = np.zeros((n_states, 3), dtype=np.int32)
+    dfa_info = np.zeros((n_states, 7), dtype=np.int32)
     dfa_info[:, 0] = accept
+    dfa_info[:, 4:6] = K.NO_CAP  # no capped terminal (``_kernels.Tables``)
     v = info.vocab_size
     ids = np.empty(v if n_ids is None else n_ids, dtype=np.int32)
     bits = np.full((v + 31) // 32, 0xDEADBEEF, dtype=np.uint32)  # overwritten by the walk
     out = [np.empty(v, dtype=np.int32) for _ in range(3)]
     flips = np.empty(trie.num_nodes + 2, dtype=np.int32)
     n_acc, n_unc, _, skipped = K.classify_tokens(
-        trans, dfa_info, steps, rad, rad_utf8, q, ANY_BYTE,
+        trans, dfa_info, steps, rad, rad_utf8, q, ANY_BYTE, -K.NO_CAP, K.NO_CAP,
         trie.num_nodes if budget is None else budget, trie.max_depth, trie.byte, trie.depth,
         trie.next, trie.tok_ptr, trie.tok_ids, trie.tok_lcp, trie.below, trie.below_utf8,
         trie.height, trie.tok_bits, trie.seq_ptr, trie.seq_data, flips, ids, bits, *out,
