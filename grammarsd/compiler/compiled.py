@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from grammarsd.compiler.tables import CompileLimits, EarleyTables, build_tables
 from grammarsd.errors import GrammarTooLargeError
-from grammarsd.grammar.ir import Choice, Grammar, Repeat, Seq
+from grammarsd.grammar.ir import Capped, Choice, Grammar, Repeat, Seq
 from grammarsd.tokenizer.trie import TokenTrie
 
 if TYPE_CHECKING:
@@ -215,7 +215,7 @@ def _depth(grammar: Grammar) -> int:
         deepest = max(deepest, d)
         if isinstance(expr, (Seq, Choice)):
             stack.extend((e, d + 1) for e in expr.items)
-        elif isinstance(expr, Repeat):
+        elif isinstance(expr, (Repeat, Capped)):
             stack.append((expr.item, d + 1))
     return deepest
 

@@ -41,6 +41,13 @@ Start state 0. Every state is live (reachable, and can reach an accepting state)
 is minimal, and states are numbered breadth-first -- except for the empty language, which is
 the single non-accepting state with no transitions (``ByteDFA.is_empty``).
 
+Capped terminals. ``Capped(x, m)`` (a JSON string body of at most ``m`` decoded characters) is
+``x``'s DFA as it is, plus the bound and a flag per state: ``char_start[q]`` iff the next byte
+read from ``q`` starts a decoded character. The matcher counts those bytes and kills a scan
+past ``m``, so the DFA never keeps ``m`` copies of the pattern apart. The flags come from a
+search over pairs (DFA state, state of the JSON string body syntax, ``_SYNTAX``), which also
+refuses a DFA whose bytes would not decode one way (see ``_capped``).
+
 Rule groups. A lexeme may also reference *right-linear rule groups* by ``Ref`` (a ``RuleSet``
 says what each name means): rules that refer to members of their own group only in tail
 position, such as ``q0: "a" q1 | ""``, ``q1: "b" q0``. Their language is regular, and the
@@ -57,8 +64,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
-from grammarsd.errors import GrammarTooLargeError
+from grammarsd.errors import GrammarError, GrammarTooLargeError
 from grammarsd.grammar.automata import (
     TAG_OFFSET,
     CharDFA,
@@ -73,6 +81,7 @@ from grammarsd.grammar.encodings import SHORT_ESCAPES, decoded_class
 from grammarsd.grammar.ir import (
     MAX_CODE_POINT,
     SURROGATES,
+    Capped,
     Choice,
     Expr,
     Ref,
@@ -167,7 +176,14 @@ def build_byte_dfa(
     ------
     GrammarTooLargeError
         ``"dfa_states"`` (or ``"nfa_states"``) past ``max_states``.
+    GrammarError
+        ``Capped`` anywhere but at the top, or over an item that is not a JSON string body.
     """
+    if isinstance(expr, Capped):
+        item = build_byte_dfa(expr.item, nonempty=nonempty, max_states=max_states, rules=rules)
+        if expr.max == 0:  # at most the empty string: nothing to count
+            return ByteDFA(np.full((1, 256), -1, np.int32), item.accept[:1].copy())
+        return _capped(item, expr.max)
     if rules:
         return _build_with_rules(expr, rules, nonempty, max_states)
     counted = _counted(expr)
@@ -185,6 +201,119 @@ def build_byte_dfa(
             pass  # a plain spelling collides with an encoded one: expand the encodings as IR
     char_dfa = CharDFA.from_expr(expr, max_states=max_states)
     return byte_dfa_from_char_dfa(char_dfa, nonempty=nonempty, max_states=max_states)
+
+
+# The syntax of JSON string bodies, one byte at a time. State 0 is a character boundary; the
+# others are inside a character: UTF-8 continuation bytes to go, after a backslash, hex digits
+# of a ``\uXXXX`` to go (``_UD3``: after ``\uD``, a surrogate or not; ``_H*``: of a high
+# surrogate, whose low half ``\uDC00``-``\uDFFF`` must follow before the boundary).
+(_BOUNDARY, _CONT1, _CONT2, _CONT3, _ESC, _U4, _UD3, _X3, _X2, _X1,
+ _H2, _H1, _H0, _HIGH, _LOW_U, _LOW_D) = range(16)
+_WHERE = ("where a character starts",) + ("inside a UTF-8 character",) * 3 + (
+    "after a backslash",) + ("inside a \\u escape",) * 5 + (
+    "inside a surrogate pair",) * 6
+
+
+def _json_body_syntax() -> np.ndarray:
+    """int8 [16, 256]: the syntax state after a byte; -1 where no JSON string body has it (a
+    raw ``"`` or control byte, a bad escape or UTF-8 byte, a lone surrogate)."""
+    t = np.full((16, 256), -1, np.int8)
+
+    def put(state: int, chars: bytes | range, target: int) -> None:
+        t[state, list(chars)] = target
+
+    hex_digits = b"0123456789abcdefABCDEF"
+    put(_BOUNDARY, range(0x20, 0x80), _BOUNDARY)
+    put(_BOUNDARY, b'"', -1)
+    put(_BOUNDARY, b"\\", _ESC)
+    put(_BOUNDARY, range(0xC2, 0xE0), _CONT1)
+    put(_BOUNDARY, range(0xE0, 0xF0), _CONT2)
+    put(_BOUNDARY, range(0xF0, 0xF5), _CONT3)
+    for state, target in ((_CONT1, _BOUNDARY), (_CONT2, _CONT1), (_CONT3, _CONT2)):
+        put(state, range(0x80, 0xC0), target)
+    put(_ESC, b'"\\/bfnrt', _BOUNDARY)
+    put(_ESC, b"u", _U4)
+    put(_U4, hex_digits, _X3)
+    put(_U4, b"dD", _UD3)
+    put(_UD3, b"01234567", _X2)
+    put(_UD3, b"89abAB", _H2)  # \uDC..-\uDF.. here would be a lone low surrogate
+    for state, target in ((_X3, _X2), (_X2, _X1), (_X1, _BOUNDARY), (_H2, _H1), (_H1, _H0)):
+        put(state, hex_digits, target)
+    put(_H0, b"\\", _HIGH)
+    put(_HIGH, b"u", _LOW_U)
+    put(_LOW_U, b"dD", _LOW_D)
+    put(_LOW_D, b"cdefCDEF", _X2)  # the low half's last two digits, then the boundary
+    t.setflags(write=False)
+    return t
+
+
+_SYNTAX = _json_body_syntax()
+
+
+def _capped(dfa: ByteDFA, cap: int) -> ByteDFA:
+    """``dfa`` (a ``Capped`` item's) with the bound ``cap`` and its character starts.
+
+    ``char_start[q]`` iff ``q`` is paired with the boundary in the reachable pairs (DFA state,
+    ``_SYNTAX`` state) from ``(0, boundary)``. The flags count the decoded characters of every
+    accepted string exactly only if each state is either at a boundary or inside a character,
+    and the DFA reads nothing the syntax rejects and accepts only at a boundary; anything else
+    is refused rather than miscounted. Tiles are dropped: a capped state's language depends
+    on the count too, so equal tiles would not mean equal mask rows.
+
+    Raises
+    ------
+    GrammarError
+        The item does not match JSON string bodies only.
+    """
+    n, k = dfa.num_states, _SYNTAX.shape[0]
+    seen = np.zeros((n, k), np.bool_)
+    bad = _syntax_pairs(dfa.trans, _SYNTAX, seen, np.empty(n * k, np.int64))
+    hint = "wrap only a JSON string body (the text between the quotes) in Capped"
+    if bad >= 0:
+        pair, byte = divmod(bad, 256)
+        raise GrammarError(
+            f"Capped item must match JSON string bodies only: it reads byte 0x{byte:02x} "
+            f"({chr(byte)!r}) {_WHERE[pair % k]} (DFA state {pair // k})", hint=hint)
+    start = seen[:, _BOUNDARY]
+    inside = seen[:, _BOUNDARY + 1 :].any(axis=1)
+    both = np.flatnonzero(start & inside)
+    if both.size:
+        raise GrammarError(
+            "Capped item must match JSON string bodies with one decoding: DFA state "
+            f"{both[0]} is both at a character boundary and inside a character", hint=hint)
+    if (dfa.accept & inside).any():
+        raise GrammarError("Capped item must match JSON string bodies only: it accepts a "
+                           "string that ends inside a character", hint=hint)
+    start.setflags(write=False)
+    return ByteDFA(dfa.trans, dfa.accept, cap=cap, char_start=start)
+
+
+@njit(cache=True, nogil=True)
+def _syntax_pairs(trans: np.ndarray, syntax: np.ndarray, seen: np.ndarray,
+                  stack: np.ndarray) -> int:  # pragma: no cover - compiled
+    """Marks in ``seen`` (bool [n, k]) the pairs (DFA state, syntax state) reachable from
+    ``(0, 0)`` over the live transitions of ``trans``; returns -1, or ``(q * k + s) * 256 + b``
+    for a reachable pair ``(q, s)`` whose live byte ``b`` ``syntax`` rejects. ``stack`` is
+    int64 [n * k] scratch."""
+    k = syntax.shape[0]
+    seen[0, 0] = True
+    stack[0] = 0
+    top = 1
+    while top > 0:
+        top -= 1
+        q, s = divmod(stack[top], k)
+        for b in range(256):
+            t = trans[q, b]
+            if t < 0:
+                continue
+            u = syntax[s, b]
+            if u < 0:
+                return (q * k + s) * 256 + b
+            if not seen[t, u]:
+                seen[t, u] = True
+                stack[top] = t * k + u
+                top += 1
+    return -1
 
 
 TILE_MIN_COUNT = 8  # bounded repeats of more copies are built by ``_tiled`` where they can be

@@ -19,6 +19,10 @@ The grammar is split in two levels, the way lexer-plus-parser engines do, but ke
   each chunk a small terminal and the number of chunks counted by the parser (``_chunked``). The
   first terminal of the rewrite always holds at least ``c`` copies (a minimum count that is not a
   multiple of ``c`` is folded into it), so no short terminal opens a bounded string;
+* a ``Capped`` node (a JSON string body of at most ``m`` decoded characters) is always one
+  terminal of its own, never merged with its neighbours: the matcher counts its characters
+  from where it starts (``lexer._capped``). Its item must be regular; there is no parser
+  fallback, so a capped terminal past the limits is an error;
 * the rest becomes a BNF over nonterminals and terminals, run by an Earley parser
   (``matcher._kernels``) that advances all live terminal DFAs byte by byte and completes a terminal at
   every byte where its DFA accepts (no maximal munch: the language is exactly the CFG's).
@@ -58,11 +62,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from grammarsd.compiler.lexer import ByteDFA, RuleSet, build_byte_dfa
-from grammarsd.errors import EmptyLanguageError, GrammarTooLargeError
+from grammarsd.errors import EmptyLanguageError, GrammarError, GrammarTooLargeError
 from grammarsd.grammar.encodings import decoded_class
 from grammarsd.grammar.ir import (
     EMPTY,
     NOTHING,
+    Capped,
     CharClass,
     Choice,
     Expr,
@@ -156,7 +161,8 @@ class _Counts:
     character is one symbol of the lexer, expansion 1): how many copies of a piece its DFA must
     keep apart. A repeat whose expansion exceeds ``alone`` is *big*: its DFA grows with the count
     (a JSON string has ~20 byte states per character), so it is never merged into a bigger
-    terminal; the lowering makes it one terminal of its own, or chunks it (``_chunked``).
+    terminal; the lowering makes it one terminal of its own, or chunks it (``_chunked``). A
+    ``Capped`` node is big too: it is always a terminal of its own.
     """
 
     def __init__(self, alone: int) -> None:
@@ -172,6 +178,7 @@ class _Counts:
             if isinstance(expr, Repeat):
                 exp *= expr.min + 1 if expr.max is None else max(expr.max, 1)
                 big = big or exp > self.alone
+            big = big or isinstance(expr, Capped)
             hit = (expr, exp, big)
             self.memo[id(expr)] = hit
         return hit[1], hit[2]
@@ -273,6 +280,9 @@ class _Regular:
     own       group id -> nodes of its members' bodies as the lexer sees them (a reference: 1)
     refs      group id -> the rules of other groups its members reference
     too_big   rules whose tail group passed the size limits (so would any group holding them)
+    big       rule -> its inlined body, for rules regular but for what must be a terminal of
+              its own (a big counted repeat: lowered structurally, except as a ``Capped`` item,
+              which is one DFA however many copies it holds)
     """
 
     bodies: dict[str, Expr] = field(default_factory=dict)
@@ -283,6 +293,7 @@ class _Regular:
     own: dict[int, int] = field(default_factory=dict)
     refs: dict[int, frozenset[str]] = field(default_factory=dict)
     too_big: set[str] = field(default_factory=set)
+    big: dict[str, Expr] = field(default_factory=dict)
 
 
 def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts) -> _Regular:
@@ -325,6 +336,7 @@ def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts) ->
             continue
         body = _inline(grammar.rules[name], out.bodies)
         if counts.has_big(body):
+            out.big[name] = body
             continue
         size[name] = total
         out.bodies[name] = body
@@ -463,6 +475,8 @@ def _right_linear(expr: Expr, members: set[str]) -> bool:
     if isinstance(expr, Repeat):
         return not _mentions(expr.item, members) or (
             expr.max == 1 and _right_linear(expr.item, members))
+    if isinstance(expr, Capped):  # counted from its start: nothing inside is a tail
+        return not _mentions(expr.item, members)
     return True
 
 
@@ -503,6 +517,8 @@ def _rebuild(expr: Expr, parts: list[Expr]) -> Expr:
         return expr
     if isinstance(expr, Repeat):
         return Repeat(parts[0], expr.min, expr.max)
+    if isinstance(expr, Capped):
+        return Capped(parts[0], expr.max)
     return Seq(tuple(parts)) if isinstance(expr, Seq) else Choice(tuple(parts))
 
 
@@ -590,6 +606,8 @@ class _Lowering:
             out = self.regular.get(expr.name)
         elif isinstance(expr, (Literal, CharClass)):
             return expr
+        elif isinstance(expr, Capped):  # never merged: lowered by ``capped``
+            return None
         else:
             parts = [self.regular_expr(c) for c in children(expr)]
             if any(p is None for p in parts):
@@ -626,22 +644,30 @@ class _Lowering:
             memo[id(e)] = (e, out)
         return memo[id(expr)][1]
 
-    def terminal(self, expr: Expr) -> tuple[object, bool]:
+    def terminal(self, expr: Expr,
+                 own: tuple[RuleSet, bool] | None = None) -> tuple[object, bool]:
         """(terminal symbol for L(expr) minus the empty string or _DEAD, nullable).
+
+        ``own`` gives the rules and nullability of a lexeme whose rules the analysis grouped
+        otherwise (``capped_rules``); by default they come from ``analysis.groups``.
 
         Raises ``GrammarTooLargeError`` for a lexeme with rule groups whose DFA would take the
         summed DFA states past ``limits.max_dfa_states`` (the caller lowers it structurally).
         """
         if expr not in self.term_info:
-            names = self.rules_of(expr)
-            rules: RuleSet = tuple(
-                (n, *self.analysis.groups[n]) for n in sorted(names))
+            if own is None:
+                names = self.rules_of(expr)
+                rules: RuleSet = tuple(
+                    (n, *self.analysis.groups[n]) for n in sorted(names))
+                empty_ok = nullable(expr, self.analysis.nullable)
+            else:
+                rules, empty_ok = own
             dfa = self.dfa_builder(expr, rules)
-            if names and self.dfa_states + dfa.num_states > self.limits.max_dfa_states:
+            if rules and self.dfa_states + dfa.num_states > self.limits.max_dfa_states:
                 raise GrammarTooLargeError("dfa_states", self.dfa_states + dfa.num_states,
                                            self.limits.max_dfa_states)
             nonempty = bool(dfa.accept.any())
-            self.term_info[expr] = (nonempty, nullable(expr, self.analysis.nullable))
+            self.term_info[expr] = (nonempty, empty_ok)
             if nonempty:
                 self.term_id[expr] = len(self.term_exprs)
                 self.term_exprs.append(expr)
@@ -670,6 +696,8 @@ class _Lowering:
         """One symbol deriving exactly L(expr), creating helper nonterminals as needed."""
         if expr == EMPTY:
             return _EPS
+        if isinstance(expr, Capped):
+            return self.capped(expr)
         reg = self.regular_expr(expr)
         if isinstance(expr, Ref) and reg is None:
             return self.rule(expr.name)
@@ -677,17 +705,7 @@ class _Lowering:
             found = self.lexeme(reg)
             if found is None:  # ``reg`` is unlexable now: lower ``expr`` structurally
                 return self.symbol(expr)
-            sym, nullable = found
-            if not nullable:
-                return sym
-            if sym is _DEAD:
-                return _EPS
-            key = ("opt", sym)
-            if key not in self.helper_nt:
-                h = self.helper_nt[key] = self.new_nt(f"({_label(reg)})?")
-                self.add_prod(h, [sym])
-                self.add_prod(h, [])
-            return self.helper_nt[key]
+            return self.maybe_empty(*found, reg)
         if isinstance(expr, Repeat):
             item = self.regular_expr(expr.item)
             whole = None if item is None else Repeat(item, expr.min, expr.max)
@@ -710,6 +728,79 @@ class _Lowering:
             for alt in self.alternatives(expr):
                 self.add_prod(h, alt)
         return self.helper_nt[expr]
+
+    def maybe_empty(self, sym: object, empty_ok: bool, expr: Expr) -> object:
+        """A symbol for terminal ``sym``'s language plus the empty string if ``empty_ok``
+        (``expr``: the lexeme, to name the helper)."""
+        if not empty_ok:
+            return sym
+        if sym is _DEAD:
+            return _EPS
+        key = ("opt", sym)
+        if key not in self.helper_nt:
+            h = self.helper_nt[key] = self.new_nt(f"({_label(expr)})?")
+            self.add_prod(h, [sym])
+            self.add_prod(h, [])
+        return self.helper_nt[key]
+
+    def capped(self, expr: Capped) -> object:
+        """The symbol of a ``Capped`` node: one terminal of its own, whose characters the
+        matcher counts from its start (``lexer._capped``). A cap of 0 leaves at most the
+        empty string. No parser fallback: a count cannot span terminals.
+
+        Raises
+        ------
+        GrammarError
+            The item is not regular.
+        GrammarTooLargeError
+            The capped terminal's DFA is past the limits.
+        """
+        item = self.capped_item(expr.item)
+        own = None
+        if item is None:  # rules the analysis left to the parser: one group, whatever its size
+            item, own = expr.item, self.capped_rules(expr.item)
+            if own is None:
+                raise GrammarError(
+                    f"Capped item is not regular: {_label(expr.item)}",
+                    hint="a capped item must be a regular JSON string body, lexed as one DFA")
+        if expr.max == 0:
+            empty_ok = own[1] if own is not None else nullable(item, self.analysis.nullable)
+            return _EPS if empty_ok else _DEAD
+        lexeme = Capped(item, expr.max)
+        return self.maybe_empty(*self.terminal(lexeme, own), lexeme)
+
+    def capped_rules(self, item: Expr) -> tuple[RuleSet, bool] | None:
+        """Every rule ``item`` reaches, as one right-linear group, and whether ``item`` is
+        nullable; None where some rule refers to another in other than tail position. For the
+        rules of a big pattern automaton (one per state) that the analysis did not group
+        (past ``max_group_size``): a capped item has no parser fallback, and the lexer's
+        NFA holds each rule once, so only the DFA limits apply."""
+        rules = self.grammar.rules
+        names: set[str] = set()
+        stack = [r.name for r in iter_refs(item)]
+        while stack:
+            name = stack.pop()
+            if name not in names:
+                names.add(name)
+                stack.extend(r.name for r in iter_refs(rules[name]))
+        if not all(_right_linear(rules[n], names) for n in names):
+            return None
+        found: set[str] = set()
+        _close_nullable(sorted(names), {n: rules[n] for n in names}, found)
+        return tuple((n, 0, rules[n]) for n in sorted(names)), nullable(item, found)
+
+    def capped_item(self, expr: Expr) -> Expr | None:
+        """``expr`` with regular rules inlined, or None where it is not regular: the item of a
+        ``Capped`` lexeme. Unlike ``regular_expr`` it keeps big counted repeats (a capped
+        item is one DFA however many copies it holds)."""
+        if isinstance(expr, Ref):
+            return self.regular.get(expr.name, self.analysis.big.get(expr.name))
+        if isinstance(expr, Capped):
+            return None
+        if isinstance(expr, (Literal, CharClass)):
+            return expr
+        parts = [self.capped_item(c) for c in children(expr)]
+        return None if any(p is None for p in parts) else _rebuild(expr, parts)  # type: ignore[arg-type]
 
     def alternatives(self, expr: Expr) -> list[list[object]]:
         """The productions (symbol sequences) of a rule body."""

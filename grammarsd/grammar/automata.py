@@ -52,6 +52,7 @@ from grammarsd.grammar.ir import (
     MAX_CODE_POINT,
     NOTHING,
     SURROGATES,
+    Capped,
     CharClass,
     Choice,
     Expr,
@@ -128,8 +129,9 @@ class CharDFA:
         Parameters
         ----------
         expr : Expr
-            Regular IR: no ``Ref`` anywhere inside (raises ``GrammarError`` otherwise). Literal
-            characters that are lone surrogates match nothing (no scalar string contains one).
+            Regular IR: no ``Ref`` or ``Capped`` anywhere inside (raises ``GrammarError``
+            otherwise). Literal characters that are lone surrogates match nothing (no scalar
+            string contains one).
         max_states : int
             Limit on DFA states during subset construction; the NFA may hold at most
             ``max(100_000, 20 * max_states)`` states.
@@ -174,6 +176,41 @@ class CharDFA:
     def accepts_empty(self) -> bool:
         """True iff the empty string is in the language."""
         return bool(self.accept[0])
+
+    def word_lengths(self) -> tuple[int, int | None] | None:
+        """``(shortest, longest)`` word length, ``longest`` None when words are arbitrarily
+        long; None for the empty language. The canonical table is trimmed, so the language
+        is finite iff the table is acyclic: the longest distances are taken in a topological
+        order (Kahn), the shortest breadth-first."""
+        if self.is_empty():
+            return None
+        n = self.num_states
+        src, atom = np.nonzero(self.trans >= 0)
+        edges = np.unique(src * n + self.trans[src, atom])  # distinct (source, target) pairs
+        ptr = np.searchsorted(edges // n, np.arange(n + 1)).tolist()
+        dst = (edges % n).tolist()
+        shortest = [-1] * n
+        shortest[0] = 0
+        queue = [0]
+        for q in queue:
+            for t in dst[ptr[q] : ptr[q + 1]]:
+                if shortest[t] < 0:
+                    shortest[t] = shortest[q] + 1
+                    queue.append(t)
+        final = np.flatnonzero(self.accept).tolist()
+        first = min(shortest[q] for q in final)
+        indegree = np.bincount(edges % n, minlength=n).tolist()
+        longest = [0] * n
+        ready, peeled = [0], 0
+        while ready:
+            q = ready.pop()
+            peeled += 1
+            for t in dst[ptr[q] : ptr[q + 1]]:
+                longest[t] = max(longest[t], longest[q] + 1)
+                indegree[t] -= 1
+                if not indegree[t]:
+                    ready.append(t)
+        return first, (max(longest[q] for q in final) if peeled == n else None)
 
     def matches(self, text: str) -> bool:
         """True iff ``text`` is in the language (strings with surrogates never are)."""
@@ -466,6 +503,12 @@ def _atom_bounds(expr: Expr, tag: Tagger | None = None, *, refs: bool = False) -
             raise GrammarError(
                 f"rule reference {e.name!r} inside a regular expression",
                 hint="CharDFA.from_expr takes regular IR only; inline or lex the rule first",
+            )
+        elif isinstance(e, Capped):
+            raise GrammarError(
+                f"a Capped node (at most {e.max} characters) inside a regular expression",
+                hint="a Capped length bound is counted by the matcher, so it has no character "
+                     "automaton here; the compiler lexes it as a terminal of its own",
             )
     cuts.discard(2 * TAG_OFFSET if tag is not None else TAG_OFFSET)
     return np.array(sorted(cuts), np.int64)

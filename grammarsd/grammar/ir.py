@@ -327,6 +327,15 @@ def optional(item: Expr) -> Expr:
     return repeat(item, 0, 1)
 
 
+def capped(item: Expr, max: int) -> Expr:
+    """``Capped(item, max)`` with the trivial items folded: NOTHING and EMPTY need no count.
+    (A cap of 0 leaves the empty string if ``item`` derives it: the compiler folds that, as
+    only it knows which rules are nullable.)"""
+    if item == NOTHING or item == EMPTY:
+        return item
+    return Capped(item, max)
+
+
 # --------------------------------------------------------------------------- traversal
 
 
@@ -410,6 +419,7 @@ __all__ = [
     "Ref",
     "Repeat",
     "Seq",
+    "capped",
     "char_set",
     "chars",
     "children",

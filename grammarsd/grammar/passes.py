@@ -18,6 +18,7 @@ from collections.abc import Callable, Container, Mapping, Sequence
 from grammarsd.errors import EmptyLanguageError
 from grammarsd.grammar.ir import (
     NOTHING,
+    Capped,
     CharClass,
     Choice,
     Expr,
@@ -26,6 +27,7 @@ from grammarsd.grammar.ir import (
     Ref,
     Repeat,
     Seq,
+    capped,
     choice,
     iter_refs,
     repeat,
@@ -57,10 +59,15 @@ def nullable(expr: Expr, rules: Container[str] = ()) -> bool:
         return any(nullable(i, rules) for i in expr.items)
     if isinstance(expr, Repeat):
         return expr.min == 0 or nullable(expr.item, rules)
+    if isinstance(expr, Capped):
+        return nullable(expr.item, rules)
     return expr.name in rules
 
 
 def _productive(expr: Expr, known: set[str]) -> bool:
+    """Whether ``expr`` derives some string, ``known`` naming the rules that do. A ``Capped``
+    item is taken to have a short enough word (front ends only cap such items; a cap of 0
+    over a non-nullable item is the exception, which the compiler's own trimming finds)."""
     if isinstance(expr, Literal):
         return True
     if isinstance(expr, CharClass):
@@ -71,6 +78,8 @@ def _productive(expr: Expr, known: set[str]) -> bool:
         return any(_productive(i, known) for i in expr.items)
     if isinstance(expr, Repeat):
         return expr.min == 0 or _productive(expr.item, known)
+    if isinstance(expr, Capped):
+        return _productive(expr.item, known)
     return expr.name in known
 
 
@@ -94,6 +103,8 @@ def _rebuild(expr: Expr, ref: Callable[[Ref], Expr]) -> Expr:
         return choice(*(_rebuild(i, ref) for i in expr.items))
     if isinstance(expr, Repeat):
         return repeat(_rebuild(expr.item, ref), expr.min, expr.max)
+    if isinstance(expr, Capped):
+        return capped(_rebuild(expr.item, ref), expr.max)
     if isinstance(expr, CharClass) and expr.is_empty:
         return NOTHING
     return expr

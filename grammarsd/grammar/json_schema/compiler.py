@@ -44,7 +44,10 @@ Arrays with ``contains``/``uniqueItems`` and all objects are small automata over
 ``model``); a string constraint beyond plain length is a
 ``CharDFA`` emitted as a regular expression over JSON character encodings (state elimination,
 so the compiler makes the whole string one DFA terminal), or as one right-linear rule per
-state where that expression would grow too large (``_dfa_rules``).
+state where that expression would grow too large (``_dfa_rules``). A large ``maxLength``
+beside such a constraint is not folded into the automaton (the product keeps ``maxLength + 1``
+copies of it) but wraps its rule in ``Capped``: one terminal whose characters the matcher
+counts (``_string``, ``JsonSchemaOptions.max_length_product``).
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ from grammarsd.grammar.ir import (
     ANY_CHAR,
     EMPTY,
     NOTHING,
+    Capped,
     CharClass,
     Choice,
     Expr,
@@ -83,6 +87,7 @@ from grammarsd.grammar.ir import (
     Ref,
     Repeat,
     Seq,
+    capped,
     char_set,
     choice,
     lit,
@@ -193,6 +198,9 @@ _MAX_PERMUTED_KEYS = 5
 # otherwise right-linear rules (see ``_Lowering._dfa_rules``).
 _REGEX_SIZE = 400
 _REGEX_DEPTH = 60
+# A maxLength below this is always folded into the string automaton (a small cap is close to
+# every token's length, so the matcher would count at every step).
+_CAP_MIN_LENGTH = 32
 # Number automata (residues) are strongly connected: state elimination beyond this many states
 # only spends time before hitting the bounds above.
 _REGEX_NUMBER_STATES = 48
@@ -938,12 +946,34 @@ class _Lowering:
                 dfa = dfa.intersect(extra)
             if excluded:
                 dfa = dfa.difference(CharDFA.from_expr(choice(*(lit(v) for v in excluded))))
+            dfa, cap = self._max_length(m, dfa)
         except GrammarTooLargeError as exc:
             keyword, at = next(((kw, at) for kw, items in (
                 ("pattern", m.patterns), ("pattern", m.not_patterns), ("format", m.formats),
                 ("format", m.not_formats)) for _, at in items), ("pattern", ""))
             raise self.refuse(keyword, at, f"string constraints too large: {exc}") from None
+        if cap is not None:
+            return seq(lit('"'), capped(self._dfa_rules(dfa), cap), lit('"'))
         return seq(lit('"'), self._dfa_rules(dfa), lit('"'))
+
+    def _max_length(self, m: _Merged, dfa: CharDFA) -> tuple[CharDFA, int | None]:
+        """``m.max_len`` applied to ``dfa`` (the other string constraints): ``(dfa', cap)``.
+
+        The bound is folded into the automaton (``cap`` None) unless it adds nothing or
+        empties it, or it is at least ``_CAP_MIN_LENGTH`` and the product could pass
+        ``max_length_product`` states: then ``dfa`` comes back as it is with ``cap`` set,
+        for the matcher to count (``Capped``)."""
+        if m.max_len is None:
+            return dfa, None
+        lengths = dfa.word_lengths()
+        if lengths is None or lengths[0] > m.max_len:  # no word is short enough
+            return CharDFA.empty_language(), None
+        if lengths[1] is not None and lengths[1] <= m.max_len:  # the bound adds nothing
+            return dfa, None
+        if (m.max_len >= _CAP_MIN_LENGTH
+                and (m.max_len + 1) * dfa.num_states > self.options.max_length_product):
+            return dfa, m.max_len
+        return dfa.intersect(CharDFA.from_expr(repeat(ANY_CHAR, 0, m.max_len))), None
 
     def _dfa_rules(self, dfa: CharDFA, *, encoded: bool = True) -> Expr:
         """The language of ``dfa`` as one shared rule: with ``encoded``, the JSON string
@@ -996,8 +1026,9 @@ class _Lowering:
         return out
 
     def _string_dfa(self, m: _Merged) -> CharDFA:
-        """Decoded strings meeting the length, pattern and format constraints of ``m``."""
-        dfa = CharDFA.from_expr(repeat(ANY_CHAR, m.min_len, m.max_len))
+        """Decoded strings meeting the minimum length, pattern and format constraints of ``m``
+        (the maximum length is left to ``_max_length``)."""
+        dfa = CharDFA.from_expr(repeat(ANY_CHAR, m.min_len, None))
         for pattern, at in m.patterns:
             dfa = dfa.intersect(self.pattern_dfa(pattern, at, "pattern"))
         for pattern, at in m.not_patterns:
@@ -1217,6 +1248,8 @@ def _prune(rules: dict[str, Expr]) -> dict[str, Expr]:
             return all(prod(i) for i in e.items)
         if isinstance(e, Choice):
             return any(prod(i) for i in e.items)
+        if isinstance(e, Capped):  # ``_max_length`` caps only where a word is short enough
+            return prod(e.item)
         assert isinstance(e, Repeat)
         return e.min == 0 or prod(e.item)
 
@@ -1249,6 +1282,10 @@ def _prune(rules: dict[str, Expr]) -> dict[str, Expr]:
             item = rewrite(e.item)
             if item is not e.item:
                 out = repeat(item, e.min, e.max)
+        elif isinstance(e, Capped):
+            item = rewrite(e.item)
+            if item is not e.item:
+                out = capped(item, e.max)
         memo[id(e)] = out
         return out
 
@@ -1271,6 +1308,6 @@ def _prune(rules: dict[str, Expr]) -> dict[str, Expr]:
                 stack.append(e.name)
             elif isinstance(e, (Seq, Choice)):
                 e_stack.extend(e.items)
-            elif isinstance(e, Repeat):
+            elif isinstance(e, (Repeat, Capped)):
                 e_stack.append(e.item)
     return {name: e for name, e in out.items() if name in reachable}

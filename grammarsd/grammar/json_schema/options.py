@@ -35,6 +35,12 @@ class JsonSchemaOptions:
     max_number_states : limit on the states of one number automaton (``multipleOf`` and its
         complement are residue automata over decimal digits, intersected with the bounds);
         refused beyond it.
+    max_length_product : a string's ``maxLength`` beside a ``pattern`` or ``format`` is folded
+        into the string's automaton (their product) while ``(maxLength + 1)`` times the
+        automaton's states stays within this, or ``maxLength`` is below 32; beyond it the
+        string is one *capped* terminal whose decoded characters the matcher counts
+        (``ir.Capped``), which keeps ``maxLength: 500`` from costing 500 copies of the pattern.
+        0 caps every such bound from 32 up.
     default_draft : the dialect URI used when the schema has no ``$schema``.
     formats : ``"assert"`` enforces ``format`` (refusing formats that cannot be enforced);
         ``"ignore"`` treats it as the annotation drafts 2019-09 and 2020-12 make it by default.
@@ -48,6 +54,7 @@ class JsonSchemaOptions:
     max_alternatives: int = 64
     max_object_states: int = 2048
     max_number_states: int = 4096
+    max_length_product: int = 256
     default_draft: str = "https://json-schema.org/draft/2020-12/schema"
     formats: Literal["assert", "ignore"] = "assert"
 
@@ -62,7 +69,7 @@ class JsonSchemaOptions:
         if (self.whitespace == "indent") != (self.indent is not None):
             raise ValueError("indent= is required with whitespace='indent' and only there")
         for name in ("max_whitespace", "indent", "max_depth", "max_alternatives",
-                     "max_object_states", "max_number_states"):
+                     "max_object_states", "max_number_states", "max_length_product"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise ValueError(f"{name} must be a non-negative int, not {value!r}")
