@@ -367,6 +367,8 @@ def _rename(e: ir.Expr, prefix: str) -> ir.Expr:
         return ir.choice(*(_rename(x, prefix) for x in e.items))
     if isinstance(e, ir.Repeat):
         return ir.repeat(_rename(e.item, prefix), e.min, e.max)
+    if isinstance(e, ir.Capped):
+        return ir.capped(_rename(e.item, prefix), e.max)
     return e
 
 
