@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from grammarsd.errors import GrammarError
 from grammarsd.matcher import _kernels as K
 from grammarsd.matcher.rowstore import Row, RowStore, shared_row_store
 from grammarsd.tokenizer.trie import UTF8_DFA
@@ -352,8 +353,10 @@ def _kernel_info(t: EarleyTables, max_depth: int) -> tuple[np.ndarray, CapSlots]
         lo, hi = int(t.term_start[term]), int(ends[term])
         needed = np.empty(hi - lo, dtype=np.int64)
         K.chars_needed(t.dfa_trans, t.dfa_accept, info[:, 3], lo, hi, needed)
-        if needed[0] > cap:
-            raise ValueError(f"capped terminal {term} needs {needed[0]} characters, cap {cap}")
+        if needed[0] > cap:  # a scan would start alive but never accept: fail closed
+            raise GrammarError(
+                f"capped terminal {t.term_exprs[term]} needs {needed[0]} characters, cap {cap}",
+                hint="no string fits the cap: use NOTHING there (the JSON Schema compiler does)")
         width = max_depth + int(needed.max())  # slots per state: characters left below it
         base = n_states + size + width * np.arange(hi - lo, dtype=np.int64)
         info[lo:hi, 4] = cap - needed

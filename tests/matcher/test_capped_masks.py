@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from grammarsd.compiler.compiled import compile_ir
+from grammarsd.errors import GrammarError
 from grammarsd.grammar.encodings import encode_class
 from grammarsd.grammar.ir import Capped, Grammar, char_set, chars, choice, lit, repeat, seq
 from grammarsd.matcher.reference import ReferenceRecognizer
@@ -120,3 +121,11 @@ def test_a_looser_cap_is_noticed(name: str, make, cap: int) -> None:  # noqa: AN
     """Negative control: the reference of the cap plus one disagrees on some walk."""
     found = any(_walk(make(cap), make(cap + 1), seed, steps=80) for seed in range(6))
     assert found, name
+
+
+def test_a_cap_no_string_fits_is_a_typed_error() -> None:
+    """``"ab"{3,}`` under a cap of 2 would start a scan that can never accept: refused when the
+    matcher is built, never an allowed dead end."""
+    grammar = _string(Capped(repeat(char_set("ab"), 3), 2))
+    with pytest.raises(GrammarError, match="needs 3 characters, cap 2"):
+        compile_ir(grammar, VOCAB).matcher()
