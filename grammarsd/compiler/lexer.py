@@ -432,6 +432,7 @@ def _rule_table(
     symbols as in ``automata.tagged_table`` when ``tag`` is given): (bounds, trans, accept)."""
     bounds = _atom_bounds(Choice((expr, *(body for _, body in rules.values()))), tag, refs=True)
     nfa = _RuleNfa(bounds, max(100_000, 20 * max_states), tag, rules)
+    nfa.share(expr, *(body for _, body in rules.values()))
     start, final = nfa.new(), nfa.new()
     nfa.build(expr, start, final)
     trans, accept = nfa.determinize(start, final, max_states)

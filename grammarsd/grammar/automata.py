@@ -143,6 +143,7 @@ class CharDFA:
         """
         bounds = _atom_bounds(expr)
         nfa = _Nfa(bounds, max(100_000, 20 * max_states))
+        nfa.share(expr)
         start, final = nfa.new(), nfa.new()
         nfa.build(expr, start, final)
         trans, accept = nfa.determinize(start, final, max_states)
@@ -328,6 +329,7 @@ def tagged_table(
     """
     bounds = _atom_bounds(expr, tag)
     nfa = _Nfa(bounds, max(100_000, 20 * max_states), tag)
+    nfa.share(expr)
     start, final = nfa.new(), nfa.new()
     nfa.build(expr, start, final)
     trans, accept = nfa.determinize(start, final, max_states)
@@ -520,6 +522,12 @@ class _Nfa:
     ``eps[q]`` lists epsilon successors; ``edges[q]`` lists ``(atom_lo, atom_hi, target)``.
     No construction adds an edge into the ``start`` or out of the ``end`` it is given, so
     fragments can share endpoints (``Choice``) without creating spurious loops.
+
+    Shared sub-expressions (``share``) are spelled once per ``end``: the first use builds the
+    fragment from a fresh entry state, later uses with the same ``end`` add an epsilon edge to
+    that entry. Nothing but those edges enters the fragment and it leaves only into ``end``, so
+    the language is unchanged; a DAG such as "the rest of an object after property i" (shared
+    by every earlier property) costs one copy instead of one per path to it.
     """
 
     def __init__(self, bounds: np.ndarray, limit: int, tag: Tagger | None = None) -> None:
@@ -531,6 +539,23 @@ class _Nfa:
         self.edges: list[list[tuple[int, int, int]]] = []
         # id -> (the class or tagged expression, kept alive; its atom intervals)
         self.spans: dict[int, tuple[Expr, list[tuple[int, int]]]] = {}
+        self.shared: set[int] = set()  # ids of compound nodes met more than once (``share``)
+        self.entries: dict[tuple[int, int], int] = {}  # (id, end) -> entry of its fragment
+
+    def share(self, *roots: Expr) -> None:
+        """Mark the compound sub-expressions of ``roots`` that occur more than once."""
+        seen: set[int] = set()
+        stack = list(roots)
+        while stack:
+            e = stack.pop()
+            if not isinstance(e, (Seq, Choice, Repeat)):
+                continue
+            if id(e) in seen:
+                self.shared.add(id(e))
+                continue
+            seen.add(id(e))
+            if self.tag is None or self.tag(e) is None:
+                stack.extend(e.items if isinstance(e, (Seq, Choice)) else (e.item,))
 
     def new(self) -> int:
         if len(self.eps) >= self.limit:
@@ -544,9 +569,20 @@ class _Nfa:
 
     def build(self, expr: Expr, start: int, end: int) -> None:
         """Add states and edges so that the paths ``start`` -> ``end`` spell ``expr``."""
+        if id(expr) in self.shared:
+            key = (id(expr), end)
+            entry = self.entries.get(key)
+            if entry is None:
+                entry = self.entries[key] = self.new()
+                self._spell(expr, entry, end)
+            self.eps[start].append(entry)
+            return
+        self._spell(expr, start, end)
+
+    def _spell(self, expr: Expr, start: int, end: int) -> None:
         spans = self.spans.get(id(expr))
         if spans is not None:  # a class met before (a repeat builds its item once per copy)
-            self.edges[start].extend((a, b, end) for a, b in spans[1])
+            self.edges[start].extend([(a, b, end) for a, b in spans[1]])
             return
         tagged = self.tag(expr) if self.tag is not None else None
         if tagged is not None:  # one symbol of the tagged alphabet
@@ -607,7 +643,11 @@ class _Nfa:
     def _copy(self, item: Expr, cur: int) -> int:
         """A fresh copy of ``item`` entered from ``cur``; returns its exit state."""
         exit_ = self.new()
-        self.build(item, cur, exit_)
+        spans = self.spans.get(id(item))
+        if spans is not None:  # a class: skip the dispatch (``x{0,32}`` makes 32 copies)
+            self.edges[cur].extend([(a, b, exit_) for a, b in spans[1]])
+        else:
+            self.build(item, cur, exit_)
         return exit_
 
     def determinize(self, start: int, final: int, max_states: int) -> tuple[np.ndarray, np.ndarray]:

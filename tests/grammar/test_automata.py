@@ -143,6 +143,49 @@ def test_matches_agrees_with_re(pair: tuple[Expr, str], strings: list[str], seed
 
 
 @FAST
+@given(shared=regular(2), a=regular(1), b=regular(1), strings=random_strings,
+       seed=st.integers(0, 2**16))
+def test_shared_subexpressions_agree_with_re(
+    shared: tuple[Expr, str], a: tuple[Expr, str], b: tuple[Expr, str], strings: list[str],
+    seed: int,
+) -> None:
+    # one object X used at several places that end at the same NFA state (the tails of a
+    # choice, a repeat body), next to places that do not; the regex spells X out each time
+    (x, rx), (ea, ra), (eb, rb) = shared, a, b
+    expr = Choice((Seq((ea, x)), Seq((eb, x)), x, Repeat(Seq((x, ea)), 0, None),
+                   Seq((Choice((Seq((ea, x)), x)), eb))))
+    regex = (f"(?:(?:{ra})(?:{rx})|(?:{rb})(?:{rx})|(?:{rx})|(?:(?:{rx})(?:{ra}))*"
+             f"|(?:(?:{ra})(?:{rx})|(?:{rx}))(?:{rb}))")
+    dfa = CharDFA.from_expr(expr)
+    pattern = re.compile(regex)
+    for s in _samples(expr, strings, seed):
+        assert dfa.matches(s) == bool(pattern.fullmatch(s)), (str(expr), regex, s)
+
+
+def test_shared_tails_are_built_once() -> None:
+    # "the rest after item i" referenced by two items before it: 2**40 paths as a tree, far
+    # past the NFA limit, but one copy per item as a DAG. Words: "x0" or "y0", then "x1" or
+    # "y1", ... stopping anywhere.
+    rest: Expr = EMPTY
+    for i in reversed(range(40)):
+        rest = Choice((EMPTY, Seq((lit(f"x{i % 10}"), rest)), Seq((lit(f"y{i % 10}"), rest))))
+    dfa = CharDFA.from_expr(rest, max_states=1_000)
+
+    def member(word: str) -> bool:
+        pairs = [word[k:k + 2] for k in range(0, len(word), 2)]
+        return len(word) <= 80 and all(
+            len(p) == 2 and p[0] in "xy" and p[1] == str(k % 10) for k, p in enumerate(pairs))
+
+    rng = random.Random(5)
+    words = ["", "x0", "y0x1", "x0x0", "x1", "y0y1y2y3y4y5y6y7y8y9x0"] + [
+        "".join(rng.choice("xy") + rng.choice(["0", "1", str(k % 10)])
+                for k in range(rng.randint(0, 12))) for _ in range(200)]
+    for word in words:
+        assert dfa.matches(word) == member(word), word
+
+
+
+@FAST
 @given(a=regular(), b=regular(), strings=random_strings, seed=st.integers(0, 2**16))
 def test_boolean_algebra_by_membership(
     a: tuple[Expr, str], b: tuple[Expr, str], strings: list[str], seed: int
