@@ -54,6 +54,7 @@ Flat layout (``EarleyTables``; ``sym >= 0`` is a nonterminal, ``sym < 0`` is ter
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Container
@@ -986,37 +987,115 @@ def _propagate(sets: dict[int, int], edges: dict[int, list[int]]) -> None:
                 work.append(b)
 
 
+@dataclass(frozen=True)
+class _PackedDfa:
+    """A ``ByteDFA`` stored by byte classes: its ``trans == table[:, classes]``. Terminal
+    DFAs use a few dozen distinct columns of their 256, so this is ~10x smaller."""
+
+    classes: np.ndarray  # uint8 [256]: column of ``table`` for each byte
+    table: np.ndarray  # int32 [num_states, num_classes]
+    accept: np.ndarray
+    tile: np.ndarray | None
+    cap: int
+    char_start: np.ndarray | None
+
+    @classmethod
+    def pack(cls, dfa: ByteDFA) -> _PackedDfa:
+        columns = np.ascontiguousarray(dfa.trans.T)
+        first: dict[bytes, int] = {}  # a column's bytes -> its class
+        classes = np.array([first.setdefault(c.tobytes(), len(first)) for c in columns], np.uint8)
+        table = np.ascontiguousarray(columns[np.unique(classes, return_index=True)[1]].T)
+        return cls(classes, table, dfa.accept, dfa.tile, dfa.cap, dfa.char_start)
+
+    def unpack(self) -> ByteDFA:
+        return ByteDFA(np.ascontiguousarray(self.table[:, self.classes]), self.accept, self.tile,
+                       self.cap, self.char_start)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.classes, self.table, self.accept, self.tile,
+                                      self.char_start) if a is not None)
+
+
 class _DfaCache:
-    """Byte DFAs of terminals, shared across grammars (LRU bounded by total DFA states).
+    """Byte DFAs of terminals, shared across grammars (LRU bounded by bytes, stored packed).
 
     The same lexemes recur in every JSON schema (string values with all their escape spellings,
-    numbers, whitespace), so most terminals of a new schema are already built.
+    numbers, whitespace), so most terminals of a new schema are already built. Some are
+    expensive (a ``date-time`` string: ~18k states, ~0.4 s), so the bound is on packed bytes,
+    not on states: 64 MiB holds several hundred thousand states.
     """
 
-    def __init__(self, max_states: int = 50_000) -> None:
-        self.max_states = max_states
-        self._items: OrderedDict[tuple[Expr, RuleSet, int], ByteDFA] = OrderedDict()
-        self._states = 0
+    def __init__(self, max_bytes: int = 64 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[tuple[bytes, int], _PackedDfa] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, expr: Expr, max_states: int, rules: RuleSet = ()) -> ByteDFA:
-        key = (expr, rules, max_states)
+    def get(self, expr: Expr, max_states: int, rules: RuleSet = (),
+            memo: dict[int, tuple[Expr, bytes]] | None = None) -> ByteDFA:
+        """The DFA of ``expr`` (``build_byte_dfa(expr, nonempty=True, ...)``). ``memo`` carries
+        fingerprints of sub-expressions between calls (see ``_fingerprint``)."""
+        memo = {} if memo is None else memo
+        digest = hashlib.blake2b(_fingerprint(expr, memo), digest_size=16)
+        for name, group, body in rules:
+            digest.update(f"{name}\0{group}\0".encode())
+            digest.update(_fingerprint(body, memo))
+        key = (digest.digest(), max_states)
         with self._lock:
-            if key in self._items:
+            packed = self._items.get(key)
+            if packed is not None:
                 self._items.move_to_end(key)
-                return self._items[key]
+                return packed.unpack()
         dfa = build_byte_dfa(expr, nonempty=True, max_states=max_states, rules=rules)
+        packed = _PackedDfa.pack(dfa)
         with self._lock:
             if key not in self._items:
-                self._items[key] = dfa
-                self._states += dfa.trans.shape[0]
-                while self._states > self.max_states and len(self._items) > 1:
+                self._items[key] = packed
+                self._bytes += packed.nbytes
+                while self._bytes > self.max_bytes and len(self._items) > 1:
                     _, old = self._items.popitem(last=False)
-                    self._states -= old.trans.shape[0]
+                    self._bytes -= old.nbytes
         return dfa
 
 
 _DFA_CACHE = _DfaCache()
+
+
+def _fingerprint(root: Expr, memo: dict[int, tuple[Expr, bytes]]) -> bytes:
+    """A 16-byte digest of ``root``'s structure: equal for structurally equal expressions
+    (which have the same DFA), different otherwise but for hash collisions.
+
+    Cache keys are digests, not expressions: comparing two equal expressions built apart
+    walks them as trees, and a shared sub-expression (the rest of an object after property
+    ``i``) is then compared once per path to it. Here each node of the DAG is hashed once;
+    ``memo`` maps ``id`` to (node, digest), keeping the node alive so the id stays its own.
+    """
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    while stack:
+        e, ready = stack.pop()
+        if id(e) in memo:
+            continue
+        kids = children(e)
+        if not ready and kids:
+            stack.append((e, True))
+            stack.extend((k, False) for k in kids if id(k) not in memo)
+            continue
+        h = hashlib.blake2b(type(e).__name__.encode(), digest_size=16)
+        if isinstance(e, Literal):
+            h.update(e.text.encode("utf-8", "surrogatepass"))
+        elif isinstance(e, CharClass):
+            h.update(np.asarray(e.ranges, np.int64).tobytes())
+        elif isinstance(e, Ref):
+            h.update(e.name.encode())
+        elif isinstance(e, Repeat):
+            h.update(f"{e.min},{e.max}".encode())
+        elif isinstance(e, Capped):
+            h.update(str(e.max).encode())
+        for k in kids:
+            h.update(memo[id(k)][1])
+        memo[id(e)] = (e, h.digest())
+    return memo[id(root)][1]
 
 
 def build_tables(
@@ -1027,8 +1106,10 @@ def build_tables(
     """Lower ``grammar`` to flat Earley tables; see the module docstring for the layout."""
     limits = limits or CompileLimits()
 
+    memo: dict[int, tuple[Expr, bytes]] = {}
+
     def dfa_builder(expr: Expr, rules: RuleSet) -> ByteDFA:
-        return _DFA_CACHE.get(expr, limits.max_dfa_states, rules)
+        return _DFA_CACHE.get(expr, limits.max_dfa_states, rules, memo)
 
     low = _Lowering(grammar, limits, dfa_builder)
     top = low.new_nt("<start>")
