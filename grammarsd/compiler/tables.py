@@ -79,7 +79,7 @@ from grammarsd.grammar.ir import (
     Seq,
     children,
     choice,
-    iter_refs,
+    ref_names,
     repeat,
     seq,
 )
@@ -362,11 +362,11 @@ def _add_group(grammar: Grammar, scc: list[str], gid: int, limits: CompileLimits
             del out.bodies[m]
         return
     reach = frozenset(members).union(
-        *(out.reach[r.name] for b in bodies.values() for r in iter_refs(b) if r.name not in members)
+        *(out.reach[r] for r in ref_names(*bodies.values()) if r not in members)
     )
     out.members[gid] = list(scc)
     out.own[gid] = sum(_lexer_size(b, grammar.rules, size) for b in bodies.values())
-    out.refs[gid] = frozenset(r.name for b in bodies.values() for r in iter_refs(b)) - members
+    out.refs[gid] = frozenset(ref_names(*bodies.values())) - members
     for m in scc:
         size[m] = total
         out.groups[m] = (gid, bodies[m])
@@ -424,7 +424,7 @@ def _add_tail_group(grammar: Grammar, seed: list[str], gid: int, limits: Compile
     bodies = {m: _inline(rules[m], out.bodies) for m in fresh}
     own = sum(_lexer_size(b, rules, size) for b in bodies.values())
     own += sum(out.own[g] for g in absorbed)
-    outside = {r.name for b in bodies.values() for r in iter_refs(b)}
+    outside = ref_names(*bodies.values())
     outside = outside.union(*(out.refs[g] for g in absorbed)) - members
     total = own + sum(size[r] for r in outside)
     if total > limits.max_group_size or any(counts.has_big(b) for b in bodies.values()):
@@ -462,7 +462,7 @@ def _close_nullable(names: list[str], bodies: dict[str, Expr], found: set[str]) 
 
 
 def _ref_names(expr: Expr) -> set[str]:
-    return {r.name for r in iter_refs(expr)}
+    return ref_names(expr)
 
 
 def _right_linear(expr: Expr, members: set[str]) -> bool:
@@ -482,7 +482,7 @@ def _right_linear(expr: Expr, members: set[str]) -> bool:
 
 
 def _mentions(expr: Expr, members: set[str]) -> bool:
-    return any(r.name in members for r in iter_refs(expr))
+    return not members.isdisjoint(ref_names(expr))
 
 
 def _lexer_size(expr: Expr, members: Container[str], size: dict[str, int]) -> int:
@@ -778,12 +778,12 @@ class _Lowering:
         NFA holds each rule once, so only the DFA limits apply."""
         rules = self.grammar.rules
         names: set[str] = set()
-        stack = [r.name for r in iter_refs(item)]
+        stack = list(ref_names(item))
         while stack:
             name = stack.pop()
             if name not in names:
                 names.add(name)
-                stack.extend(r.name for r in iter_refs(rules[name]))
+                stack.extend(ref_names(rules[name]))
         if not all(_right_linear(rules[n], names) for n in names):
             return None
         found: set[str] = set()

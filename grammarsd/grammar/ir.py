@@ -236,7 +236,7 @@ class Grammar:
         object.__setattr__(self, "_frozen", frozen)
         if self.start not in self.rules:
             raise ValueError(f"start rule {self.start!r} is not defined")
-        missing = sorted({r.name for _, e in frozen for r in iter_refs(e)} - set(self.rules))
+        missing = sorted(ref_names(*(e for _, e in frozen)) - set(self.rules))
         if missing:
             raise ValueError(f"undefined rules referenced: {', '.join(missing)}")
 
@@ -348,13 +348,29 @@ def children(expr: Expr) -> tuple[Expr, ...]:
 
 
 def iter_refs(expr: Expr) -> Iterable[Ref]:
-    """Every ``Ref`` inside ``expr`` (with repeats)."""
+    """Every ``Ref`` inside ``expr`` (with repeats: once per path to it)."""
     stack = [expr]
     while stack:
         e = stack.pop()
         if isinstance(e, Ref):
             yield e
         stack.extend(children(e))
+
+
+def ref_names(*exprs: Expr) -> set[str]:
+    """The names of the rules referenced inside ``exprs``. Each sub-expression is walked once,
+    however many paths lead to it (``iter_refs`` walks the DAG as a tree)."""
+    names: set[str] = set()
+    seen: set[int] = set()
+    stack = list(exprs)
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Ref):
+            names.add(e.name)
+        elif id(e) not in seen and isinstance(e, (Seq, Choice, Repeat, Capped)):
+            seen.add(id(e))
+            stack.extend(e.items if isinstance(e, (Seq, Choice)) else (e.item,))
+    return names
 
 
 # --------------------------------------------------------------------------- helpers
@@ -425,6 +441,7 @@ __all__ = [
     "children",
     "choice",
     "iter_refs",
+    "ref_names",
     "lit",
     "optional",
     "repeat",

@@ -30,6 +30,7 @@ from grammarsd.grammar.ir import (
     capped,
     choice,
     iter_refs,
+    ref_names,
     repeat,
     seq,
 )
@@ -114,10 +115,10 @@ def _reachable(rules: Mapping[str, Expr], start: str) -> list[str]:
     seen = {start}
     order = [start]
     for name in order:
-        for r in iter_refs(rules[name]):
-            if r.name not in seen:
-                seen.add(r.name)
-                order.append(r.name)
+        for r in sorted(ref_names(rules[name])):
+            if r not in seen:
+                seen.add(r)
+                order.append(r)
     return order
 
 
@@ -187,7 +188,7 @@ def strongly_connected_components(edges: Mapping[str, Sequence[str]]) -> list[li
 
 def _recursive_rules(rules: Mapping[str, Expr]) -> set[str]:
     """Rules that can reach themselves through references."""
-    edges = {name: sorted({r.name for r in iter_refs(body)}) for name, body in rules.items()}
+    edges = {name: sorted(ref_names(body)) for name, body in rules.items()}
     return {
         member
         for component in strongly_connected_components(edges)

@@ -91,6 +91,7 @@ from grammarsd.grammar.ir import (
     char_set,
     choice,
     lit,
+    ref_names,
     repeat,
     seq,
 )
@@ -1253,13 +1254,16 @@ def _prune(rules: dict[str, Expr]) -> dict[str, Expr]:
         assert isinstance(e, Repeat)
         return e.min == 0 or prod(e.item)
 
-    changed = True
-    while changed:
-        changed = False
-        for name, e in rules.items():
-            if name not in productive and prod(e):
-                productive.add(name)
-                changed = True
+    users: dict[str, list[str]] = {}  # rule -> the rules that reference it
+    for name, e in rules.items():
+        for callee in ref_names(e):
+            users.setdefault(callee, []).append(name)
+    work = list(rules)
+    while work:  # a rule turns productive only after a rule it references did
+        name = work.pop()
+        if name not in productive and prod(rules[name]):
+            productive.add(name)
+            work.extend(users.get(name, ()))
 
     memo: dict[int, Expr] = {}  # by identity: subexpressions are shared (encodings, rules)
 
