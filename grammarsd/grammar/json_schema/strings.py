@@ -80,7 +80,15 @@ def strings_excluding(
     ``char`` is the encoded form of one character of ``char_class`` (usually a shared rule).
     Built from the trie of ``excluded``: at each trie node either stop (if that node is not an
     excluded word), leave the trie with a character that has no child, or follow a child.
+    Cached: an object's other keys are "any name but the listed ones", asked again for every
+    place the object is used (and in every schema that shares its definitions).
     """
+    return _strings_excluding(tuple(sorted(set(excluded))), char, char_class, min_len, max_len)
+
+
+@functools.lru_cache(maxsize=1024)
+def _strings_excluding(excluded: tuple[str, ...], char: Expr, char_class: CharClass,
+                       min_len: int, max_len: int | None) -> Expr:
     if max_len is not None and min_len > max_len:
         return NOTHING
     trie: dict = {}
