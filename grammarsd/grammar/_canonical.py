@@ -344,3 +344,72 @@ def subsets(num_atoms: int, eps_ptr: np.ndarray, eps_nbr: np.ndarray, edge_ptr: 
             if elems[k] == final:
                 accept[c] = True
     return rows[:num_sets].copy(), accept
+
+
+@njit(cache=True, nogil=True)
+def product(t1: np.ndarray, t2: np.ndarray, acc1: np.ndarray, acc2: np.ndarray,
+            op: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """The reachable part of the product of two DFAs over the same atoms (``automata._product``).
+
+    ``op``: 0 intersection, 1 union, 2 difference. A side may be dead (-1) while the other
+    lives (union, difference); the pair ``(p, q)`` is keyed ``(p + 1) * n2 + q + 1`` and found
+    again through an open-addressing hash table. Returns ``(trans int32 [n, A], accept)``.
+    """
+    num_atoms = t1.shape[1]
+    n2 = t2.shape[0] + 1
+    cap = 1024
+    table = np.full(cap, -1, np.int64)  # slot -> pair id
+    keys = np.empty(64, np.int64)  # pair id -> key
+    rows = np.full((64, num_atoms), -1, np.int32)
+    keys[0] = n2 + 1  # the start pair (0, 0)
+    table[(keys[0] * np.int64(-7046029254386353131)) & (cap - 1)] = 0
+    count = 1
+    d = 0
+    while d < count:
+        p = keys[d] // n2 - 1
+        q = keys[d] % n2 - 1
+        if count + num_atoms > rows.shape[0]:
+            more = np.full((2 * rows.shape[0] + num_atoms, num_atoms), -1, np.int32)
+            more[: rows.shape[0]] = rows
+            rows = more
+            keys = _grow(keys, more.shape[0])
+        for c in range(num_atoms):
+            a = t1[p, c] if p >= 0 else -1
+            b = t2[q, c] if q >= 0 else -1
+            if op == 0:
+                dead = a < 0 or b < 0
+            elif op == 1:
+                dead = a < 0 and b < 0
+            else:
+                dead = a < 0
+            if dead:
+                continue
+            key = np.int64(a + 1) * n2 + np.int64(b + 1)
+            i = (key * np.int64(-7046029254386353131)) & (cap - 1)
+            while table[i] >= 0 and keys[table[i]] != key:
+                i = (i + 1) & (cap - 1)
+            if table[i] < 0:
+                table[i] = count
+                keys[count] = key
+                count += 1
+                if 2 * count > cap:  # rehash at half load
+                    cap *= 2
+                    table = np.full(cap, -1, np.int64)
+                    for k in range(count):
+                        j = (keys[k] * np.int64(-7046029254386353131)) & (cap - 1)
+                        while table[j] >= 0:
+                            j = (j + 1) & (cap - 1)
+                        table[j] = k
+                    i = (key * np.int64(-7046029254386353131)) & (cap - 1)
+                    while keys[table[i]] != key:
+                        i = (i + 1) & (cap - 1)
+            rows[d, c] = table[i]
+        d += 1
+    accept = np.zeros(count, np.bool_)
+    for k in range(count):
+        p = keys[k] // n2 - 1
+        q = keys[k] % n2 - 1
+        a = p >= 0 and acc1[p]
+        b = q >= 0 and acc2[q]
+        accept[k] = (a and b) if op == 0 else (a or b) if op == 1 else (a and not b)
+    return rows[:count].copy(), accept

@@ -46,7 +46,7 @@ from typing import Literal as TypingLiteral
 import numpy as np
 
 from grammarsd.errors import GrammarError, GrammarTooLargeError
-from grammarsd.grammar._canonical import bfs_order, reach, refine, subsets
+from grammarsd.grammar._canonical import bfs_order, product, reach, refine, subsets
 from grammarsd.grammar.ir import (
     EMPTY,
     MAX_CODE_POINT,
@@ -682,41 +682,9 @@ def _product(left: CharDFA, right: CharDFA, op: _ProductOp) -> CharDFA:
     bounds = np.union1d(left.bounds, right.bounds)
     t1 = left.trans[:, _atom_map(left.bounds, bounds)]
     t2 = right.trans[:, _atom_map(right.bounds, bounds)]
-    n2 = t2.shape[0] + 1  # index n2-1 stands for "right is dead"
-    ids: dict[int, int] = {}
-    pairs: list[tuple[int, int]] = []
-
-    def pair_id(p: int, q: int) -> int:
-        key = p * n2 + q
-        pid = ids.get(key)
-        if pid is None:
-            pid = ids[key] = len(pairs)
-            pairs.append((p, q))
-        return pid
-
-    pair_id(0, 0)
-    rows: list[np.ndarray] = []
-    for p, q in pairs:  # grows while we iterate
-        a = t1[p] if p >= 0 else np.full(len(bounds), -1, np.int32)
-        b = t2[q] if q >= 0 else np.full(len(bounds), -1, np.int32)
-        if op == "and":
-            dead = (a < 0) | (b < 0)
-        elif op == "or":
-            dead = (a < 0) & (b < 0)
-        else:
-            dead = a < 0
-        keys = np.where(dead, -1, (a.astype(np.int64) + 1) * n2 + (b.astype(np.int64) + 1))
-        uniq, inverse = np.unique(keys, return_inverse=True)
-        targets = [
-            -1 if k < 0 else pair_id(int(k) // n2 - 1, int(k) % n2 - 1) for k in uniq.tolist()
-        ]
-        rows.append(np.array(targets, np.int32)[inverse.reshape(-1)])
-    acc1 = np.append(left.accept, False)  # index -1 -> False
-    acc2 = np.append(right.accept, False)
-    pa = np.array([acc1[p] for p, _ in pairs])
-    pb = np.array([acc2[q] for _, q in pairs])
-    accept = pa & pb if op == "and" else pa | pb if op == "or" else pa & ~pb
-    return CharDFA(bounds, np.vstack(rows), accept)
+    trans, accept = product(np.ascontiguousarray(t1), np.ascontiguousarray(t2), left.accept,
+                            right.accept, ("and", "or", "diff").index(op))
+    return CharDFA(bounds, trans, accept)
 
 
 # --------------------------------------------------------------------------- state elimination
