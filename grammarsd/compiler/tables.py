@@ -140,18 +140,41 @@ class EarleyTables:
 # --------------------------------------------------------------------------- regular analysis
 
 
-def _local_size_and_refs(expr: Expr) -> tuple[int, list[str]]:
-    """Node count of ``expr`` not counting referenced rules, and the rules it references."""
-    size = 0
-    refs: list[str] = []
-    stack = [expr]
+def _local_size_and_refs(root: Expr) -> tuple[int, dict[str, int]]:
+    """Node count of ``root`` as a tree, not counting referenced rules, and how many times
+    (per path) it references each rule. Each composite node keeps its answer, so the JSON
+    character encodings every string shares are counted once in their life."""
+    stack: list[tuple[Expr, bool]] = [(root, False)]
     while stack:
-        e = stack.pop()
-        size += 1
-        if isinstance(e, Ref):
-            refs.append(e.name)
-        stack.extend(children(e))
-    return size, refs
+        e, ready = stack.pop()
+        if isinstance(e, (Literal, CharClass, Ref)) or "_tree" in e.__dict__:
+            continue
+        kids = children(e)
+        if not ready:
+            stack.append((e, True))
+            stack.extend((k, False) for k in kids)
+            continue
+        size = 1
+        counts: dict[str, int] = {}
+        for k in kids:
+            k_size, k_counts = _tree_of(k)
+            size += k_size
+            for name, c in k_counts.items():
+                counts[name] = counts.get(name, 0) + c
+        object.__setattr__(e, "_tree", (size, counts or _NO_COUNTS))
+    size, counts = _tree_of(root)
+    return size, dict(counts)
+
+
+_NO_COUNTS: dict[str, int] = {}
+
+
+def _tree_of(e: Expr) -> tuple[int, dict[str, int]]:
+    if isinstance(e, Ref):
+        return 1, {e.name: 1}
+    if isinstance(e, (Literal, CharClass)):
+        return 1, _NO_COUNTS
+    return e.__dict__["_tree"]
 
 
 class _Counts:
@@ -310,7 +333,7 @@ def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts) ->
     per JSON property, say) cost no stack depth.
     """
     local = {name: _local_size_and_refs(body) for name, body in grammar.rules.items()}
-    order = strongly_connected_components({name: refs for name, (_, refs) in local.items()})
+    order = strongly_connected_components({name: list(refs) for name, (_, refs) in local.items()})
     size: dict[str, int] = {}
     out = _Regular()
     inner = {name for name, (_, refs) in local.items() if refs}  # rules that reference rules
@@ -331,7 +354,7 @@ def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts) ->
             continue
         if any(r not in out.bodies for r in refs):
             continue
-        total = own + sum(size[r] for r in refs)
+        total = own + sum(size[r] * count for r, count in refs.items())
         if total > limits.max_terminal_size:
             _add_tail_group(grammar, [name], gid, limits, counts, out, size, local, tail_only)
             continue
@@ -349,7 +372,7 @@ def _add_group(grammar: Grammar, scc: list[str], gid: int, limits: CompileLimits
     """Record the component ``scc`` in ``out`` as regular group ``gid`` if it is one."""
     members = set(scc)
     for m in scc:
-        if any(r not in members and r not in out.bodies for r in _ref_names(grammar.rules[m])):
+        if any(r not in members and r not in out.bodies for r in ref_names(grammar.rules[m])):
             return
         if not _right_linear(grammar.rules[m], members):
             return
@@ -376,7 +399,7 @@ def _add_group(grammar: Grammar, scc: list[str], gid: int, limits: CompileLimits
 
 def _add_tail_group(grammar: Grammar, seed: list[str], gid: int, limits: CompileLimits,
                     counts: _Counts, out: _Regular, size: dict[str, int],
-                    local: dict[str, tuple[int, list[str]]],
+                    local: dict[str, tuple[int, dict[str, int]]],
                     tail_only: Callable[[str], bool]) -> None:
     """Make the rules of ``seed`` (one rule too big to inline, or a cycle too big as a group)
     group ``gid`` with every rule they reach by tail references, where all of them reference
@@ -459,10 +482,6 @@ def _close_nullable(names: list[str], bodies: dict[str, Expr], found: set[str]) 
             if m not in found and nullable(bodies[m], found):
                 found.add(m)
                 changed = True
-
-
-def _ref_names(expr: Expr) -> set[str]:
-    return ref_names(expr)
 
 
 def _right_linear(expr: Expr, members: set[str]) -> bool:
@@ -1032,15 +1051,12 @@ class _DfaCache:
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, expr: Expr, max_states: int, rules: RuleSet = (),
-            memo: dict[int, tuple[Expr, bytes]] | None = None) -> ByteDFA:
-        """The DFA of ``expr`` (``build_byte_dfa(expr, nonempty=True, ...)``). ``memo`` carries
-        fingerprints of sub-expressions between calls (see ``_fingerprint``)."""
-        memo = {} if memo is None else memo
-        digest = hashlib.blake2b(_fingerprint(expr, memo), digest_size=16)
+    def get(self, expr: Expr, max_states: int, rules: RuleSet = ()) -> ByteDFA:
+        """The DFA of ``expr`` (``build_byte_dfa(expr, nonempty=True, ...)``)."""
+        digest = hashlib.blake2b(_fingerprint(expr), digest_size=16)
         for name, group, body in rules:
             digest.update(f"{name}\0{group}\0".encode())
-            digest.update(_fingerprint(body, memo))
+            digest.update(_fingerprint(body))
         key = (digest.digest(), max_states)
         with self._lock:
             packed = self._items.get(key)
@@ -1062,24 +1078,25 @@ class _DfaCache:
 _DFA_CACHE = _DfaCache()
 
 
-def _fingerprint(root: Expr, memo: dict[int, tuple[Expr, bytes]]) -> bytes:
+def _fingerprint(root: Expr) -> bytes:
     """A 16-byte digest of ``root``'s structure: equal for structurally equal expressions
     (which have the same DFA), different otherwise but for hash collisions.
 
     Cache keys are digests, not expressions: comparing two equal expressions built apart
     walks them as trees, and a shared sub-expression (the rest of an object after property
-    ``i``) is then compared once per path to it. Here each node of the DAG is hashed once;
-    ``memo`` maps ``id`` to (node, digest), keeping the node alive so the id stays its own.
+    ``i``) is then compared once per path to it. Here each node of the DAG is hashed once in
+    its life: the digest is kept on the (immutable) node, as ``_CachedHash`` keeps its hash,
+    so the JSON character encodings every schema shares are hashed once per process.
     """
     stack: list[tuple[Expr, bool]] = [(root, False)]
     while stack:
         e, ready = stack.pop()
-        if id(e) in memo:
+        if "_fingerprint" in e.__dict__:
             continue
         kids = children(e)
         if not ready and kids:
             stack.append((e, True))
-            stack.extend((k, False) for k in kids if id(k) not in memo)
+            stack.extend((k, False) for k in kids if "_fingerprint" not in k.__dict__)
             continue
         h = hashlib.blake2b(type(e).__name__.encode(), digest_size=16)
         if isinstance(e, Literal):
@@ -1093,9 +1110,9 @@ def _fingerprint(root: Expr, memo: dict[int, tuple[Expr, bytes]]) -> bytes:
         elif isinstance(e, Capped):
             h.update(str(e.max).encode())
         for k in kids:
-            h.update(memo[id(k)][1])
-        memo[id(e)] = (e, h.digest())
-    return memo[id(root)][1]
+            h.update(k.__dict__["_fingerprint"])
+        object.__setattr__(e, "_fingerprint", h.digest())
+    return root.__dict__["_fingerprint"]
 
 
 def build_tables(
@@ -1106,10 +1123,8 @@ def build_tables(
     """Lower ``grammar`` to flat Earley tables; see the module docstring for the layout."""
     limits = limits or CompileLimits()
 
-    memo: dict[int, tuple[Expr, bytes]] = {}
-
     def dfa_builder(expr: Expr, rules: RuleSet) -> ByteDFA:
-        return _DFA_CACHE.get(expr, limits.max_dfa_states, rules, memo)
+        return _DFA_CACHE.get(expr, limits.max_dfa_states, rules)
 
     low = _Lowering(grammar, limits, dfa_builder)
     top = low.new_nt("<start>")

@@ -357,20 +357,40 @@ def iter_refs(expr: Expr) -> Iterable[Ref]:
         stack.extend(children(e))
 
 
-def ref_names(*exprs: Expr) -> set[str]:
-    """The names of the rules referenced inside ``exprs``. Each sub-expression is walked once,
-    however many paths lead to it (``iter_refs`` walks the DAG as a tree)."""
-    names: set[str] = set()
-    seen: set[int] = set()
-    stack = list(exprs)
+def ref_names(*exprs: Expr) -> frozenset[str]:
+    """The names of the rules referenced inside ``exprs``. Each composite node keeps its answer
+    (as ``_CachedHash`` keeps its hash), so a sub-expression shared by many rules (a JSON
+    character's encodings) is walked once in its life, not once per path to it."""
+    if len(exprs) == 1:
+        return _refs_of(exprs[0])
+    return frozenset().union(*(_refs_of(e) for e in exprs))
+
+
+_NO_REFS: frozenset[str] = frozenset()
+
+
+def _refs_of(root: Expr) -> frozenset[str]:
+    stack: list[tuple[Expr, bool]] = [(root, False)]
     while stack:
-        e = stack.pop()
+        e, ready = stack.pop()
+        if isinstance(e, (Literal, CharClass)) or "_refs" in e.__dict__:
+            continue
         if isinstance(e, Ref):
-            names.add(e.name)
-        elif id(e) not in seen and isinstance(e, (Seq, Choice, Repeat, Capped)):
-            seen.add(id(e))
-            stack.extend(e.items if isinstance(e, (Seq, Choice)) else (e.item,))
-    return names
+            object.__setattr__(e, "_refs", frozenset((e.name,)))
+            continue
+        kids = children(e)
+        if not ready:
+            stack.append((e, True))
+            stack.extend((k, False) for k in kids)
+            continue
+        found = [r for r in (_cached_refs(k) for k in kids) if r]
+        refs = _NO_REFS if not found else found[0] if len(found) == 1 else frozenset().union(*found)
+        object.__setattr__(e, "_refs", refs)
+    return _cached_refs(root)
+
+
+def _cached_refs(e: Expr) -> frozenset[str]:
+    return _NO_REFS if isinstance(e, (Literal, CharClass)) else e.__dict__["_refs"]
 
 
 # --------------------------------------------------------------------------- helpers

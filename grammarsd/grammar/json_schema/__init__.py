@@ -13,6 +13,7 @@ coverage table judged by the JSON Schema Test Suite.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -69,6 +70,14 @@ def draft_of(schema: Any, default: str = DEFAULT_DRAFT_URI) -> Draft:
     return DRAFTS[uri]
 
 
+@functools.cache
+def _metaschema_validator(validator: Any) -> Any:
+    """A ``jsonschema`` validator class's validator of its own metaschema, made once per class
+    (making one resolves the metaschema's references again: several documents for 2019-09 and
+    2020-12)."""
+    return validator(validator.META_SCHEMA)
+
+
 def schema_to_grammar(
     schema: Any,
     *,
@@ -100,8 +109,8 @@ def schema_to_grammar(
     draft = draft_of(value, options.default_draft)
     # No format checker here: "regex" would judge ECMA patterns with Python's re; patterns are
     # compiled (or refused) by the ECMA parser when they are lowered.
-    meta = draft.validator(draft.validator.META_SCHEMA)
-    error = jsonschema.exceptions.best_match(meta.iter_errors(value))
+    error = jsonschema.exceptions.best_match(
+        _metaschema_validator(draft.validator).iter_errors(value))
     if error is not None:
         pointer = "".join(f"/{p}" for p in error.path)
         raise InvalidSchemaError(f"invalid {draft.name} schema: {error.message}",
