@@ -188,12 +188,12 @@ def _grow(arr: np.ndarray, need: int) -> np.ndarray:  # pragma: no cover - compi
 @njit(cache=True, nogil=True)
 def _closure(seeds: np.ndarray, eps_ptr: np.ndarray, eps_nbr: np.ndarray,
              important: np.ndarray, mark: np.ndarray, gen: int,
-             stack: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
-    """The sorted important states of the epsilon closure of ``seeds``; ``mark`` holds the
-    generation ``gen`` for every state reached (a fresh ``gen`` per call, no clearing)."""
+             stack: np.ndarray, found: np.ndarray) -> int:  # pragma: no cover - compiled
+    """The important states of the epsilon closure of ``seeds``, sorted, into
+    ``found[:size]``; returns ``size``. ``mark`` holds the generation ``gen`` for every state
+    reached (a fresh ``gen`` per call, no clearing)."""
     top = 0
     size = 0
-    found = np.empty(0, np.int64)
     for s in seeds:
         if mark[s] != gen:
             mark[s] = gen
@@ -203,7 +203,6 @@ def _closure(seeds: np.ndarray, eps_ptr: np.ndarray, eps_nbr: np.ndarray,
         top -= 1
         s = stack[top]
         if important[s]:
-            found = _grow(found, size + 1)
             found[size] = s
             size += 1
         for j in range(eps_ptr[s], eps_ptr[s + 1]):
@@ -212,7 +211,8 @@ def _closure(seeds: np.ndarray, eps_ptr: np.ndarray, eps_nbr: np.ndarray,
                 mark[t] = gen
                 stack[top] = t
                 top += 1
-    return np.sort(found[:size])
+    found[:size].sort()
+    return size
 
 
 @njit(cache=True, nogil=True)
@@ -234,6 +234,7 @@ def subsets(num_atoms: int, eps_ptr: np.ndarray, eps_nbr: np.ndarray, edge_ptr: 
     n_nfa = important.shape[0]
     mark = np.zeros(n_nfa, np.int64)
     stack = np.empty(n_nfa, np.int64)
+    found = np.empty(n_nfa, np.int64)  # the closure being looked up
     count = np.zeros(n_nfa, np.int64)  # sweep: live edges per target
     active = np.empty(n_nfa, np.int64)
     slot = np.empty(n_nfa, np.int64)  # position of a target in ``active``
@@ -296,8 +297,8 @@ def subsets(num_atoms: int, eps_ptr: np.ndarray, eps_nbr: np.ndarray, edge_ptr: 
                 hi = ev_pos[order[cut]]
                 seeds = active[:num_active]
             gen += 1
-            members = _closure(seeds, eps_ptr, eps_nbr, important, mark, gen, stack)
-            size = members.shape[0]
+            size = _closure(seeds, eps_ptr, eps_nbr, important, mark, gen, stack, found)
+            members = found[:size]
             h = np.int64(size)
             for m in members:
                 h = h * np.int64(1000003) ^ m
@@ -306,7 +307,13 @@ def subsets(num_atoms: int, eps_ptr: np.ndarray, eps_nbr: np.ndarray, edge_ptr: 
             while table[i] >= 0:
                 c = table[i]
                 if hashes[c] == h and set_ptr[c + 1] - set_ptr[c] == size:
-                    if (elems[set_ptr[c] : set_ptr[c + 1]] == members).all():
+                    base = set_ptr[c]
+                    same = True
+                    for k in range(size):
+                        if elems[base + k] != members[k]:
+                            same = False
+                            break
+                    if same:
                         sid = c
                         break
                 i = (i + 1) & (cap - 1)
