@@ -82,6 +82,7 @@ from grammarsd.grammar.ir import (
     ref_names,
     repeat,
     seq,
+    uncached_postorder,
 )
 from grammarsd.grammar.passes import nullable, strongly_connected_components
 
@@ -144,19 +145,12 @@ def _local_size_and_refs(root: Expr) -> tuple[int, dict[str, int]]:
     """Node count of ``root`` as a tree, not counting referenced rules, and how many times
     (per path) it references each rule. Each composite node keeps its answer, so the JSON
     character encodings every string shares are counted once in their life."""
-    stack: list[tuple[Expr, bool]] = [(root, False)]
-    while stack:
-        e, ready = stack.pop()
-        if isinstance(e, (Literal, CharClass, Ref)) or "_tree" in e.__dict__:
-            continue
-        kids = children(e)
-        if not ready:
-            stack.append((e, True))
-            stack.extend((k, False) for k in kids)
+    for e in uncached_postorder(root, "_tree"):
+        if isinstance(e, (Literal, CharClass, Ref)):
             continue
         size = 1
         counts: dict[str, int] = {}
-        for k in kids:
+        for k in children(e):
             k_size, k_counts = _tree_of(k)
             size += k_size
             for name, c in k_counts.items():
@@ -1088,16 +1082,7 @@ def _fingerprint(root: Expr) -> bytes:
     its life: the digest is kept on the (immutable) node, as ``_CachedHash`` keeps its hash,
     so the JSON character encodings every schema shares are hashed once per process.
     """
-    stack: list[tuple[Expr, bool]] = [(root, False)]
-    while stack:
-        e, ready = stack.pop()
-        if "_fingerprint" in e.__dict__:
-            continue
-        kids = children(e)
-        if not ready and kids:
-            stack.append((e, True))
-            stack.extend((k, False) for k in kids if "_fingerprint" not in k.__dict__)
-            continue
+    for e in uncached_postorder(root, "_fingerprint"):
         h = hashlib.blake2b(type(e).__name__.encode(), digest_size=16)
         if isinstance(e, Literal):
             h.update(e.text.encode("utf-8", "surrogatepass"))
@@ -1109,7 +1094,7 @@ def _fingerprint(root: Expr) -> bytes:
             h.update(f"{e.min},{e.max}".encode())
         elif isinstance(e, Capped):
             h.update(str(e.max).encode())
-        for k in kids:
+        for k in children(e):
             h.update(k.__dict__["_fingerprint"])
         object.__setattr__(e, "_fingerprint", h.digest())
     return root.__dict__["_fingerprint"]

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -357,6 +357,23 @@ def iter_refs(expr: Expr) -> Iterable[Ref]:
         stack.extend(children(e))
 
 
+def uncached_postorder(root: Expr, attr: str) -> Iterator[Expr]:
+    """The nodes under ``root`` (itself included) that do not carry the cached answer ``attr``,
+    each after its children. The caller sets ``attr`` on a node as it gets it, so a shared node
+    comes once; a leaf the caller leaves bare may come once per parent."""
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    while stack:
+        e, ready = stack.pop()
+        if attr in e.__dict__:
+            continue
+        kids = children(e)
+        if ready or not kids:
+            yield e
+        else:
+            stack.append((e, True))
+            stack.extend((k, False) for k in kids)
+
+
 def ref_names(*exprs: Expr) -> frozenset[str]:
     """The names of the rules referenced inside ``exprs``. Each composite node keeps its answer
     (as ``_CachedHash`` keeps its hash), so a sub-expression shared by many rules (a JSON
@@ -370,22 +387,14 @@ _NO_REFS: frozenset[str] = frozenset()
 
 
 def _refs_of(root: Expr) -> frozenset[str]:
-    stack: list[tuple[Expr, bool]] = [(root, False)]
-    while stack:
-        e, ready = stack.pop()
-        if isinstance(e, (Literal, CharClass)) or "_refs" in e.__dict__:
-            continue
+    for e in uncached_postorder(root, "_refs"):
         if isinstance(e, Ref):
             object.__setattr__(e, "_refs", frozenset((e.name,)))
-            continue
-        kids = children(e)
-        if not ready:
-            stack.append((e, True))
-            stack.extend((k, False) for k in kids)
-            continue
-        found = [r for r in (_cached_refs(k) for k in kids) if r]
-        refs = _NO_REFS if not found else found[0] if len(found) == 1 else frozenset().union(*found)
-        object.__setattr__(e, "_refs", refs)
+        elif not isinstance(e, (Literal, CharClass)):
+            found = [r for r in (_cached_refs(k) for k in children(e)) if r]
+            refs = _NO_REFS if not found else found[0] if len(found) == 1 else frozenset().union(
+                *found)
+            object.__setattr__(e, "_refs", refs)
     return _cached_refs(root)
 
 
@@ -462,6 +471,7 @@ __all__ = [
     "choice",
     "iter_refs",
     "ref_names",
+    "uncached_postorder",
     "lit",
     "optional",
     "repeat",
