@@ -89,11 +89,13 @@ from grammarsd.grammar.ir import (
     Seq,
     capped,
     char_set,
+    children,
     choice,
     lit,
     ref_names,
     repeat,
     seq,
+    uncached_postorder,
 )
 from grammarsd.grammar.json_schema import numbers as num
 from grammarsd.grammar.json_schema.arrays import _CountingArray
@@ -1221,6 +1223,19 @@ def _split_interval(lo: Decimal | None, lo_s: bool, hi: Decimal | None, hi_s: bo
     return pieces
 
 
+def _has_empty_class(root: Expr) -> bool:
+    """True iff an empty ``CharClass`` occurs inside ``root`` (kept on each composite node)."""
+    for e in uncached_postorder(root, "_empty_class"):
+        if not isinstance(e, (Literal, CharClass, Ref)):
+            object.__setattr__(e, "_empty_class", any(
+                k.is_empty if isinstance(k, CharClass) else
+                not isinstance(k, (Literal, Ref)) and k.__dict__["_empty_class"]
+                for k in children(e)))
+    if isinstance(root, CharClass):
+        return root.is_empty
+    return not isinstance(root, (Literal, Ref)) and bool(root.__dict__["_empty_class"])
+
+
 def _prune(rules: dict[str, Expr]) -> dict[str, Expr]:
     """Drop unproductive rules (replaced by NOTHING) and rules unreachable from ``start``.
 
@@ -1274,7 +1289,9 @@ def _prune(rules: dict[str, Expr]) -> dict[str, Expr]:
         if hit is not None:
             return hit
         out = e
-        if isinstance(e, Ref):
+        if productive.issuperset(ref_names(e)) and not _has_empty_class(e):
+            pass  # nothing to rewrite inside (a JSON character's encodings, most lexemes)
+        elif isinstance(e, Ref):
             out = e if e.name in productive else NOTHING
         elif isinstance(e, CharClass):
             out = e if not e.is_empty else NOTHING
