@@ -22,6 +22,7 @@ from grammarsd.grammar.ir import (
     chars,
     ref_names,
 )
+from grammarsd.grammar.json_schema.compiler import _has_empty_class
 
 
 def _tree_walk(expr: Expr) -> tuple[int, Counter[str]]:
@@ -39,9 +40,19 @@ def _tree_walk(expr: Expr) -> tuple[int, Counter[str]]:
     return size, refs
 
 
-def _random_dag(rng: random.Random, nodes: int) -> Expr:
+def _has_hole(expr: Expr) -> bool:
+    """Oracle: an empty class somewhere in the tree."""
+    if isinstance(expr, CharClass):
+        return expr.is_empty
+    if isinstance(expr, (Literal, Ref)):
+        return False
+    kids = expr.items if isinstance(expr, (Seq, Choice)) else (expr.item,)
+    return any(_has_hole(k) for k in kids)
+
+
+def _random_dag(rng: random.Random, nodes: int, leaves: tuple[Expr, ...] = ()) -> Expr:
     """Each new node takes its children from the nodes made so far, so many are shared."""
-    made: list[Expr] = [Literal("a"), chars([(48, 57)]), Ref("x"), Ref("y"), Ref("z")]
+    made: list[Expr] = [Literal("a"), chars([(48, 57)]), Ref("x"), Ref("y"), Ref("z"), *leaves]
     for _ in range(nodes):
         kind = rng.choice("scrc" + "p")
         picks = tuple(rng.choice(made) for _ in range(rng.randint(1, 3)))
@@ -68,6 +79,14 @@ def test_cached_walks_agree_with_tree_walks(seed: int) -> None:
     assert ref_names(parent) == frozenset(refs) | {"w"}
     got_size, got_refs = _local_size_and_refs(parent)
     assert got_size == 2 * size + 2 and got_refs == dict(refs + refs + Counter(["w"]))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_empty_class_flags_agree_with_tree_walks(seed: int) -> None:
+    rng = random.Random(seed)
+    root = _random_dag(rng, rng.randint(1, 12), leaves=(chars([]),) * 3 * (seed % 2))
+    assert _has_empty_class(root) == _has_hole(root)
+    assert _has_empty_class(Choice((Literal("b"), root))) == _has_hole(root)
 
 
 def test_undefined_references_are_refused_through_shared_nodes() -> None:
