@@ -383,7 +383,7 @@ def _add_group(grammar: Grammar, scc: list[str], gid: int, limits: CompileLimits
     )
     out.members[gid] = list(scc)
     out.own[gid] = sum(_lexer_size(b, grammar.rules, size) for b in bodies.values())
-    out.refs[gid] = frozenset(ref_names(*bodies.values())) - members
+    out.refs[gid] = ref_names(*bodies.values()) - members
     for m in scc:
         size[m] = total
         out.groups[m] = (gid, bodies[m])

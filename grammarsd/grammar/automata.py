@@ -643,11 +643,7 @@ class _Nfa:
     def _copy(self, item: Expr, cur: int) -> int:
         """A fresh copy of ``item`` entered from ``cur``; returns its exit state."""
         exit_ = self.new()
-        spans = self.spans.get(id(item))
-        if spans is not None:  # a class: skip the dispatch (``x{0,32}`` makes 32 copies)
-            self.edges[cur].extend([(a, b, exit_) for a, b in spans[1]])
-        else:
-            self.build(item, cur, exit_)
+        self.build(item, cur, exit_)
         return exit_
 
     def determinize(self, start: int, final: int, max_states: int) -> tuple[np.ndarray, np.ndarray]:

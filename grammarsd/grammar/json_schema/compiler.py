@@ -1227,13 +1227,14 @@ def _has_empty_class(root: Expr) -> bool:
     """True iff an empty ``CharClass`` occurs inside ``root`` (kept on each composite node)."""
     for e in uncached_postorder(root, "_empty_class"):
         if not isinstance(e, (Literal, CharClass, Ref)):
-            object.__setattr__(e, "_empty_class", any(
-                k.is_empty if isinstance(k, CharClass) else
-                not isinstance(k, (Literal, Ref)) and k.__dict__["_empty_class"]
-                for k in children(e)))
-    if isinstance(root, CharClass):
-        return root.is_empty
-    return not isinstance(root, (Literal, Ref)) and bool(root.__dict__["_empty_class"])
+            object.__setattr__(e, "_empty_class", any(_cached_empty(k) for k in children(e)))
+    return _cached_empty(root)
+
+
+def _cached_empty(e: Expr) -> bool:
+    if isinstance(e, CharClass):
+        return e.is_empty
+    return not isinstance(e, (Literal, Ref)) and bool(e.__dict__["_empty_class"])
 
 
 def _prune(rules: dict[str, Expr]) -> dict[str, Expr]:
@@ -1288,10 +1289,10 @@ def _prune(rules: dict[str, Expr]) -> dict[str, Expr]:
         hit = memo.get(id(e))
         if hit is not None:
             return hit
-        out = e
         if productive.issuperset(ref_names(e)) and not _has_empty_class(e):
-            pass  # nothing to rewrite inside (a JSON character's encodings, most lexemes)
-        elif isinstance(e, Ref):
+            return e  # nothing to rewrite inside (a JSON character's encodings, most lexemes)
+        out = e
+        if isinstance(e, Ref):
             out = e if e.name in productive else NOTHING
         elif isinstance(e, CharClass):
             out = e if not e.is_empty else NOTHING
