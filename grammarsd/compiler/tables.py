@@ -294,24 +294,94 @@ class _Regular:
     reach     group member -> every group member a lexeme referencing it needs (its own group
               and the groups the bodies reference, transitively)
     nullable  the group members that derive the empty string
-    members   group id -> its members
-    own       group id -> nodes of its members' bodies as the lexer sees them (a reference: 1)
-    refs      group id -> the rules of other groups its members reference
     too_big   rules whose tail group passed the size limits (so would any group holding them)
     big       rule -> its inlined body, for rules regular but for what must be a terminal of
               its own (a big counted repeat: lowered structurally, except as a ``Capped`` item,
               which is one DFA however many copies it holds)
+
+    ``groups`` and ``reach`` are filled by ``finish``. While the analysis runs, groups grow by
+    absorbing earlier ones (``_add_tail_group``), so membership is a union-find: a member keeps
+    the group it ``joined``, and ``merged`` forwards an absorbed group to its absorber. Each
+    group records only what it added (``fresh`` members, the groups it ``absorbed``, the groups
+    its references ``needed`` when it was made), so a chain of n rule-states costs O(n), not
+    O(n^2); ``finish`` expands the live groups once.
     """
 
     bodies: dict[str, Expr] = field(default_factory=dict)
     groups: dict[str, tuple[int, Expr]] = field(default_factory=dict)
     reach: dict[str, frozenset[str]] = field(default_factory=dict)
     nullable: set[str] = field(default_factory=set)
-    members: dict[int, list[str]] = field(default_factory=dict)
-    own: dict[int, int] = field(default_factory=dict)
-    refs: dict[int, frozenset[str]] = field(default_factory=dict)
     too_big: set[str] = field(default_factory=set)
     big: dict[str, Expr] = field(default_factory=dict)
+    size: dict[str, int] = field(default_factory=dict)  # plain regular rule -> inlined size
+    member_body: dict[str, Expr] = field(default_factory=dict)  # as ``groups`` bodies
+    joined: dict[str, int] = field(default_factory=dict)  # member -> the group it joined
+    merged: dict[int, int] = field(default_factory=dict)  # absorbed group -> its absorber
+    fresh: dict[int, list[str]] = field(default_factory=dict)  # group -> members it added
+    absorbed: dict[int, list[int]] = field(default_factory=dict)  # group -> groups it took in
+    needed: dict[int, set[int]] = field(default_factory=dict)  # group -> groups it referenced
+    own: dict[int, int] = field(default_factory=dict)  # live group -> its members' own nodes
+    refs: dict[int, frozenset[str]] = field(default_factory=dict)  # -> other groups' members
+    total: dict[int, int] = field(default_factory=dict)  # live group -> its lexer size
+
+    def group_of(self, member: str) -> int:
+        """The live group holding ``member`` (path-compressing the ``merged`` chain)."""
+        gid = self.joined[member]
+        root = gid
+        while root in self.merged:
+            root = self.merged[root]
+        while gid != root:
+            self.merged[gid], gid = root, self.merged[gid]
+        return root
+
+    def size_of(self, rule: str) -> int:
+        """Lexer size of a regular rule: a group member counts its whole group."""
+        return self.total[self.group_of(rule)] if rule in self.joined else self.size[rule]
+
+    def add(self, gid: int, fresh: dict[str, Expr], absorbed: set[int], own: int,
+            refs: frozenset[str], total: int) -> None:
+        """Make group ``gid`` of the ``fresh`` members (name -> body) and the groups
+        ``absorbed``, referencing the members ``refs`` of other groups."""
+        self.needed[gid] = {self.group_of(r) for r in refs}
+        for g in absorbed:
+            del self.own[g], self.refs[g], self.total[g]
+            self.merged[g] = gid
+        for m, body in fresh.items():
+            self.joined[m] = gid
+            self.member_body[m] = body
+        self.fresh[gid], self.absorbed[gid] = list(fresh), sorted(absorbed)
+        self.own[gid], self.refs[gid], self.total[gid] = own, refs, total
+
+    def finish(self) -> None:
+        """Fill ``groups`` and ``reach`` from the live groups. A group's reach is its members
+        and the reach of each group it needed, as that group was then."""
+        for gid in self.own:
+            members = self._members([gid])
+            reach = frozenset(members).union(self._members(self._needs(gid)))
+            for m in members:
+                self.groups[m] = (gid, self.member_body[m])
+                self.reach[m] = reach
+
+    def _needs(self, gid: int) -> list[int]:
+        """The groups whose members the reach of ``gid`` holds beyond its own."""
+        seen, stack = set(self.needed[gid]), list(self.needed[gid])
+        while stack:
+            for h in self.needed[stack.pop()] - seen:
+                seen.add(h)
+                stack.append(h)
+        return list(seen)
+
+    def _members(self, start: list[int]) -> list[str]:
+        """The members of the groups ``start``, as each was when it was made."""
+        seen, stack, out = set(start), list(start), []
+        while stack:
+            g = stack.pop()
+            out.extend(self.fresh[g])
+            for h in self.absorbed[g]:
+                if h not in seen:
+                    seen.add(h)
+                    stack.append(h)
+        return out
 
 
 def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts) -> _Regular:
@@ -328,7 +398,6 @@ def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts) ->
     """
     local = {name: _local_size_and_refs(body) for name, body in grammar.rules.items()}
     order = strongly_connected_components({name: list(refs) for name, (_, refs) in local.items()})
-    size: dict[str, int] = {}
     out = _Regular()
     inner = {name for name, (_, refs) in local.items() if refs}  # rules that reference rules
     tail_memo: dict[str, bool] = {}
@@ -342,27 +411,28 @@ def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts) ->
         name = scc[0]
         own, refs = local[name]
         if len(scc) > 1 or name in refs:
-            _add_group(grammar, scc, gid, limits, counts, out, size)
-            if name not in out.groups:  # too big with the groups it references as copies
-                _add_tail_group(grammar, scc, gid, limits, counts, out, size, local, tail_only)
+            _add_group(grammar, scc, gid, limits, counts, out)
+            if name not in out.joined:  # too big with the groups it references as copies
+                _add_tail_group(grammar, scc, gid, limits, counts, out, local, tail_only)
             continue
         if any(r not in out.bodies for r in refs):
             continue
-        total = own + sum(size[r] * count for r, count in refs.items())
+        total = own + sum(out.size_of(r) * count for r, count in refs.items())
         if total > limits.max_terminal_size:
-            _add_tail_group(grammar, [name], gid, limits, counts, out, size, local, tail_only)
+            _add_tail_group(grammar, [name], gid, limits, counts, out, local, tail_only)
             continue
         body = _inline(grammar.rules[name], out.bodies)
         if counts.has_big(body):
             out.big[name] = body
             continue
-        size[name] = total
+        out.size[name] = total
         out.bodies[name] = body
+    out.finish()
     return out
 
 
 def _add_group(grammar: Grammar, scc: list[str], gid: int, limits: CompileLimits,
-               counts: _Counts, out: _Regular, size: dict[str, int]) -> None:
+               counts: _Counts, out: _Regular) -> None:
     """Record the component ``scc`` in ``out`` as regular group ``gid`` if it is one."""
     members = set(scc)
     for m in scc:
@@ -373,26 +443,18 @@ def _add_group(grammar: Grammar, scc: list[str], gid: int, limits: CompileLimits
     for m in scc:
         out.bodies[m] = Ref(m)
     bodies = {m: _inline(grammar.rules[m], out.bodies) for m in scc}
-    total = sum(_lexer_size(b, members, size) for b in bodies.values())
+    total = sum(_lexer_size(b, members, out.size_of) for b in bodies.values())
     if total > limits.max_group_size or any(counts.has_big(b) for b in bodies.values()):
         for m in scc:
             del out.bodies[m]
         return
-    reach = frozenset(members).union(
-        *(out.reach[r] for r in ref_names(*bodies.values()) if r not in members)
-    )
-    out.members[gid] = list(scc)
-    out.own[gid] = sum(_lexer_size(b, grammar.rules, size) for b in bodies.values())
-    out.refs[gid] = ref_names(*bodies.values()) - members
-    for m in scc:
-        size[m] = total
-        out.groups[m] = (gid, bodies[m])
-        out.reach[m] = reach
+    own = sum(_lexer_size(b, grammar.rules, out.size_of) for b in bodies.values())
+    out.add(gid, bodies, set(), own, ref_names(*bodies.values()) - members, total)
     _close_nullable(scc, bodies, out.nullable)
 
 
 def _add_tail_group(grammar: Grammar, seed: list[str], gid: int, limits: CompileLimits,
-                    counts: _Counts, out: _Regular, size: dict[str, int],
+                    counts: _Counts, out: _Regular,
                     local: dict[str, tuple[int, dict[str, int]]],
                     tail_only: Callable[[str], bool]) -> None:
     """Make the rules of ``seed`` (one rule too big to inline, or a cycle too big as a group)
@@ -404,46 +466,49 @@ def _add_tail_group(grammar: Grammar, seed: list[str], gid: int, limits: Compile
     every group it references), so sizes explode; as one group each state is one NFA entry.
     Groups reached are absorbed whole, their bodies kept as they are (they stay right-linear:
     what they inlined stays inlined). Sizes count each member's own nodes once (``out.own``).
-    Work per call is bounded: a group reaching a rule already known too big gives up at once.
-    Nothing changes unless the result passes ``_add_group``'s size tests."""
+    Work per call is bounded by the rules it adds and the groups it absorbs, not their members:
+    a group reaching a rule already known too big gives up at once. Nothing changes unless the
+    result passes ``_add_group``'s size tests."""
     rules = grammar.rules
     if not all(local[m][1] and tail_only(m) for m in seed):
         return  # a rule without references stays a leaf: others may use it anywhere
-    members = set(seed)
+    fresh = dict.fromkeys(seed)  # the new members, in order
     absorbed: set[int] = set()
+
+    def inside(r: str) -> bool:
+        return r in fresh or (r in out.joined and out.group_of(r) in absorbed)
+
     stack = list(seed)
     bound = sum(local[m][0] for m in seed)  # a lower bound of the group's size, as it grows
     while stack:
         for r in set(local[stack.pop()][1]):
-            if r in members:
+            if r in fresh:
                 continue
             if r in out.too_big:
                 bound = limits.max_group_size + 1
-            elif r in out.groups:
-                g = out.groups[r][0]
+            elif r in out.joined:
+                g = out.group_of(r)
                 if g not in absorbed:
                     absorbed.add(g)
-                    members.update(out.members[g])
-                    bound += size[r]
+                    bound += out.total[g]
             elif r in out.bodies and local[r][1] and tail_only(r):
-                members.add(r)  # a plain regular rule with tail references: a state too
+                fresh[r] = None  # a plain regular rule with tail references: a state too
                 stack.append(r)
                 bound += local[r][0]
             if bound > limits.max_group_size:  # it contains a group too big: so is this one
                 out.too_big.update(seed)
                 return
-    fresh = [m for m in members if m not in out.groups]
-    if any(r not in members and r not in out.bodies for m in fresh for r in local[m][1]):
+    if any(not inside(r) and r not in out.bodies for m in fresh for r in local[m][1]):
         return
     plain = {m: out.bodies[m] for m in fresh if m in out.bodies}
     for m in fresh:
         out.bodies[m] = Ref(m)
     bodies = {m: _inline(rules[m], out.bodies) for m in fresh}
-    own = sum(_lexer_size(b, rules, size) for b in bodies.values())
+    own = sum(_lexer_size(b, rules, out.size_of) for b in bodies.values())
     own += sum(out.own[g] for g in absorbed)
-    outside = ref_names(*bodies.values())
-    outside = outside.union(*(out.refs[g] for g in absorbed)) - members
-    total = own + sum(size[r] for r in outside)
+    outside = ref_names(*bodies.values()).union(*(out.refs[g] for g in absorbed))
+    outside = frozenset(r for r in outside if not inside(r))
+    total = own + sum(out.size_of(r) for r in outside)
     if total > limits.max_group_size or any(counts.has_big(b) for b in bodies.values()):
         out.too_big.update(seed)
         for m in fresh:
@@ -452,19 +517,10 @@ def _add_tail_group(grammar: Grammar, seed: list[str], gid: int, limits: Compile
             else:
                 del out.bodies[m]
         return
-    reach = frozenset(members).union(*(out.reach[r] for r in outside))
-    for g in absorbed:
-        del out.own[g], out.refs[g]
-        for m in out.members.pop(g):
-            bodies[m] = out.groups[m][1]
-    out.members[gid] = sorted(members)
-    out.own[gid] = own
-    out.refs[gid] = frozenset(outside)
-    for m in members:
-        size[m] = total
-        out.groups[m] = (gid, bodies[m])
-        out.reach[m] = reach
-    _close_nullable(fresh, bodies, out.nullable)
+    for m in plain:
+        del out.size[m]
+    out.add(gid, bodies, absorbed, own, outside, total)
+    _close_nullable(list(fresh), bodies, out.nullable)
 
 
 def _close_nullable(names: list[str], bodies: dict[str, Expr], found: set[str]) -> None:
@@ -498,7 +554,7 @@ def _mentions(expr: Expr, members: set[str]) -> bool:
     return not members.isdisjoint(ref_names(expr))
 
 
-def _lexer_size(expr: Expr, members: Container[str], size: dict[str, int]) -> int:
+def _lexer_size(expr: Expr, members: Container[str], size: Callable[[str], int]) -> int:
     """IR nodes of a group body as the lexer sees them: a JSON-encoded character is one
     symbol, a member of the group one node, a rule of another group its whole size."""
     total = 0
@@ -506,7 +562,7 @@ def _lexer_size(expr: Expr, members: Container[str], size: dict[str, int]) -> in
     while stack:
         e = stack.pop()
         if isinstance(e, Ref) and e.name not in members:
-            total += size[e.name]
+            total += size(e.name)
             continue
         total += 1
         if decoded_class(e) is None:
@@ -549,7 +605,7 @@ class _Lowering:
         self,
         grammar: Grammar,
         limits: CompileLimits,
-        dfa_builder: Callable[[Expr, RuleSet], ByteDFA],
+        dfa_builder: Callable[[Expr, RuleSet, bytes], ByteDFA],
     ) -> None:
         self.grammar = grammar
         self.limits = limits
@@ -561,6 +617,7 @@ class _Lowering:
         self.dropped_groups: set[int] = set()  # groups back in the parser (their DFA was too big)
         self._regular_memo: dict[int, tuple[Expr, Expr | None]] = {}  # id -> (expr, regular_expr)
         self._rules_memo: dict[int, tuple[Expr, frozenset[str]]] = {}  # id -> (expr, rules_of)
+        self._rule_sets: dict[frozenset[str], tuple[RuleSet, bytes]] = {}  # see ``rule_set``
         self.one_terminal: set[Expr] = set()  # big repeats lexed whole: see ``symbol``
         self.dfa_states = 0  # summed over the terminals built so far
         self.nt_names: list[str] = []
@@ -670,13 +727,12 @@ class _Lowering:
         """
         if expr not in self.term_info:
             if own is None:
-                names = self.rules_of(expr)
-                rules: RuleSet = tuple(
-                    (n, *self.analysis.groups[n]) for n in sorted(names))
+                rules, digest = self.rule_set(self.rules_of(expr))
                 empty_ok = nullable(expr, self.analysis.nullable)
             else:
                 rules, empty_ok = own
-            dfa = self.dfa_builder(expr, rules)
+                digest = _rules_digest(rules)
+            dfa = self.dfa_builder(expr, rules, digest)
             if rules and self.dfa_states + dfa.num_states > self.limits.max_dfa_states:
                 raise GrammarTooLargeError("dfa_states", self.dfa_states + dfa.num_states,
                                            self.limits.max_dfa_states)
@@ -690,6 +746,15 @@ class _Lowering:
         nonempty, empty_ok = self.term_info[expr]
         sym: object = -self.term_id[expr] - 1 if nonempty else _DEAD
         return sym, empty_ok
+
+    def rule_set(self, names: frozenset[str]) -> tuple[RuleSet, bytes]:
+        """The rule groups of ``names`` as the lexer takes them, and their digest; memoised,
+        since every lexeme inside a big group (one rule per automaton state) needs it whole."""
+        hit = self._rule_sets.get(names)
+        if hit is None:
+            rules = tuple((n, *self.analysis.groups[n]) for n in sorted(names))
+            hit = self._rule_sets[names] = (rules, _rules_digest(rules))
+        return hit
 
     def lexeme(self, expr: Expr) -> tuple[object, bool] | None:
         """``terminal(expr)``, or None where a lexeme with rule groups is too big: it is then
@@ -1045,13 +1110,13 @@ class _DfaCache:
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, expr: Expr, max_states: int, rules: RuleSet = ()) -> ByteDFA:
-        """The DFA of ``expr`` (``build_byte_dfa(expr, nonempty=True, ...)``)."""
-        digest = hashlib.blake2b(_fingerprint(expr), digest_size=16)
-        for name, group, body in rules:
-            digest.update(f"{name}\0{group}\0".encode())
-            digest.update(_fingerprint(body))
-        key = (digest.digest(), max_states)
+    def get(self, expr: Expr, max_states: int, rules: RuleSet = (),
+            rules_digest: bytes | None = None) -> ByteDFA:
+        """The DFA of ``expr`` (``build_byte_dfa(expr, nonempty=True, ...)``);
+        ``rules_digest`` is ``_rules_digest(rules)`` where the caller keeps it."""
+        if rules_digest is None:
+            rules_digest = _rules_digest(rules)
+        key = (_fingerprint(expr) + rules_digest, max_states)
         with self._lock:
             packed = self._items.get(key)
             if packed is not None:
@@ -1100,6 +1165,17 @@ def _fingerprint(root: Expr) -> bytes:
     return root.__dict__["_fingerprint"]
 
 
+def _rules_digest(rules: RuleSet) -> bytes:
+    """A 16-byte digest of the rule groups a lexeme references (empty for none)."""
+    if not rules:
+        return b""
+    digest = hashlib.blake2b(digest_size=16)
+    for name, group, body in rules:
+        digest.update(f"{name}\0{group}\0".encode())
+        digest.update(_fingerprint(body))
+    return digest.digest()
+
+
 def build_tables(
     grammar: Grammar,
     *,
@@ -1108,8 +1184,8 @@ def build_tables(
     """Lower ``grammar`` to flat Earley tables; see the module docstring for the layout."""
     limits = limits or CompileLimits()
 
-    def dfa_builder(expr: Expr, rules: RuleSet) -> ByteDFA:
-        return _DFA_CACHE.get(expr, limits.max_dfa_states, rules)
+    def dfa_builder(expr: Expr, rules: RuleSet, rules_digest: bytes) -> ByteDFA:
+        return _DFA_CACHE.get(expr, limits.max_dfa_states, rules, rules_digest)
 
     low = _Lowering(grammar, limits, dfa_builder)
     top = low.new_nt("<start>")
