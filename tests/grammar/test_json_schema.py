@@ -193,6 +193,10 @@ def test_errors_carry_keyword_and_pointer() -> None:
     with pytest.raises(InvalidSchemaError) as bad:
         schema_to_grammar({"type": "strin"})
     assert bad.value.pointer == "/type"
+    with pytest.raises(InvalidSchemaError) as nested:  # the error is found inside an anyOf
+        schema_to_grammar({"$schema": "https://json-schema.org/draft/2019-09/schema",
+                           "properties": {"a": {"items": [1]}}})
+    assert nested.value.pointer.startswith("/properties/a/items")
     with pytest.raises(SchemaUnsupportedError) as refused:
         schema_to_grammar({"properties": {"a": {"type": "array", "uniqueItems": True}}})
     assert refused.value.keyword == "uniqueItems"

@@ -13,16 +13,15 @@ coverage table judged by the JSON Schema Test Suite.
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any
 
-import jsonschema
 import referencing
 
 from grammarsd.errors import InvalidSchemaError, SchemaUnsupportedError
 from grammarsd.grammar.ir import Grammar
 from grammarsd.grammar.json_schema.compiler import DRAFTS, Draft, _Lowering
+from grammarsd.grammar.json_schema.metaschema import check_schema
 from grammarsd.grammar.json_schema.options import JsonSchemaOptions
 
 DEFAULT_OPTIONS = JsonSchemaOptions()
@@ -70,14 +69,6 @@ def draft_of(schema: Any, default: str = DEFAULT_DRAFT_URI) -> Draft:
     return DRAFTS[uri]
 
 
-@functools.cache
-def _metaschema_validator(validator: Any) -> Any:
-    """A ``jsonschema`` validator class's validator of its own metaschema, made once per class
-    (making one resolves the metaschema's references again: several documents for 2019-09 and
-    2020-12)."""
-    return validator(validator.META_SCHEMA)
-
-
 def schema_to_grammar(
     schema: Any,
     *,
@@ -109,10 +100,9 @@ def schema_to_grammar(
     draft = draft_of(value, options.default_draft)
     # No format checker here: "regex" would judge ECMA patterns with Python's re; patterns are
     # compiled (or refused) by the ECMA parser when they are lowered.
-    error = jsonschema.exceptions.best_match(
-        _metaschema_validator(draft.validator).iter_errors(value))
+    error = check_schema(value, draft.validator)
     if error is not None:
-        pointer = "".join(f"/{p}" for p in error.path)
+        pointer = "".join(f"/{p}" for p in error.absolute_path)
         raise InvalidSchemaError(f"invalid {draft.name} schema: {error.message}",
                                  pointer=pointer)
     base = registry if registry is not None else referencing.Registry()
