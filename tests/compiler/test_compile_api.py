@@ -123,3 +123,27 @@ def test_the_garbage_collector_is_paused_only_while_compiling(
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+CYCLE_PRONE_SCHEMAS = [  # each reaches a part of the JSON Schema compiler that once made cycles
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
+     "additionalProperties": {"type": "string"}},  # keys outside "a": strings_excluding
+    {"type": "array", "prefixItems": [{"type": "string"}, {"type": "boolean"}],
+     "minItems": 1, "maxItems": 4},  # array tails
+    {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "integer"}]},  # emptiness checks
+    {"type": "object", "properties": {"x": {"$ref": "#"}}},  # recursion: productivity pruning
+]
+
+
+@pytest.mark.parametrize("schema", CYCLE_PRONE_SCHEMAS)
+def test_compiling_makes_no_reference_cycles(schema: dict) -> None:
+    """Compile garbage is freed by reference counting: none is left for the cyclic collector,
+    whose runs would otherwise walk every compilation's IR (``collector_paused``)."""
+    gs.compile_json_schema(schema, VOCAB, cache=False)  # warm the process-wide caches
+    gc.collect()
+    gc.disable()
+    try:
+        gs.compile_json_schema(schema, VOCAB, cache=False)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

@@ -1076,17 +1076,17 @@ class _Lowering:
         width = max((len(s.prefix) for s in m.arrays), default=0)
         comma = self.layout.comma(level)
         tail_item = self._item(m, None, level)
-
-        def rest(i: int) -> Expr:  # items from index i on, each preceded by a comma
-            if hi is not None and i >= hi:
-                return EMPTY
-            if i >= width:
-                return repeat(seq(comma, tail_item), max(0, lo - i),
-                              None if hi is None else hi - i)
-            more = seq(comma, self._item(m, i, level), rest(i + 1))
-            return more if i < lo else choice(EMPTY, more)
-
-        items = seq(self._item(m, 0, level) if width else tail_item, rest(1))
+        first = self._item(m, 0, level) if width else tail_item
+        # ``rest``: the items from index i on, each preceded by a comma, built from the back
+        i = max(1, width if hi is None else min(width, hi))
+        listed = [self._item(m, j, level) for j in range(1, i)]
+        rest = EMPTY if hi is not None and i >= hi else repeat(
+            seq(comma, tail_item), max(0, lo - i), None if hi is None else hi - i)
+        while i > 1:
+            i -= 1
+            more = seq(comma, listed[i - 1], rest)
+            rest = more if i < lo else choice(EMPTY, more)
+        items = seq(first, rest)
         body = seq(self.layout.open("[", level), items, self.layout.close("]", level))
         if hi == 0:
             body = NOTHING
@@ -1243,75 +1243,7 @@ def _prune(rules: dict[str, Expr]) -> dict[str, Expr]:
     An Earley-style prefix test is exact only when every symbol derives some string, so no
     placeholder or dead object state may survive.
     """
-    productive: set[str] = set()
-    known: dict[int, Expr] = {}  # subexpressions found productive (stays true as rules join)
-
-    def prod(e: Expr) -> bool:
-        if id(e) in known:
-            return True
-        if _productive(e):
-            known[id(e)] = e
-            return True
-        return False
-
-    def _productive(e: Expr) -> bool:
-        if isinstance(e, Literal):
-            return True
-        if isinstance(e, CharClass):
-            return not e.is_empty
-        if isinstance(e, Ref):
-            return e.name in productive
-        if isinstance(e, Seq):
-            return all(prod(i) for i in e.items)
-        if isinstance(e, Choice):
-            return any(prod(i) for i in e.items)
-        if isinstance(e, Capped):  # ``_max_length`` caps only where a word is short enough
-            return prod(e.item)
-        assert isinstance(e, Repeat)
-        return e.min == 0 or prod(e.item)
-
-    users: dict[str, list[str]] = {}  # rule -> the rules that reference it
-    for name, e in rules.items():
-        for callee in ref_names(e):
-            users.setdefault(callee, []).append(name)
-    work = list(rules)
-    while work:  # a rule turns productive only after a rule it references did
-        name = work.pop()
-        if name not in productive and prod(rules[name]):
-            productive.add(name)
-            work.extend(users.get(name, ()))
-
-    memo: dict[int, Expr] = {}  # by identity: subexpressions are shared (encodings, rules)
-
-    def rewrite(e: Expr) -> Expr:
-        # unchanged subtrees come back as the same object, so the lexer still recognises
-        # JSON character encodings by identity (grammar.encodings.decoded_class)
-        hit = memo.get(id(e))
-        if hit is not None:
-            return hit
-        if productive.issuperset(ref_names(e)) and not _has_empty_class(e):
-            return e  # nothing to rewrite inside (a JSON character's encodings, most lexemes)
-        out = e
-        if isinstance(e, Ref):
-            out = e if e.name in productive else NOTHING
-        elif isinstance(e, CharClass):
-            out = e if not e.is_empty else NOTHING
-        elif isinstance(e, (Seq, Choice)):
-            items = [rewrite(i) for i in e.items]
-            if any(a is not b for a, b in zip(items, e.items, strict=True)):
-                out = seq(*items) if isinstance(e, Seq) else choice(*items)
-        elif isinstance(e, Repeat):
-            item = rewrite(e.item)
-            if item is not e.item:
-                out = repeat(item, e.min, e.max)
-        elif isinstance(e, Capped):
-            item = rewrite(e.item)
-            if item is not e.item:
-                out = capped(item, e.max)
-        memo[id(e)] = out
-        return out
-
-    out = {name: rewrite(e) for name, e in rules.items()}
+    out = _Productive(rules).rewritten()
     reachable: set[str] = set()
     walked: set[int] = set()  # ids of subexpressions already walked (all alive in ``out``)
     stack = ["start"]
@@ -1333,3 +1265,84 @@ def _prune(rules: dict[str, Expr]) -> dict[str, Expr]:
             elif isinstance(e, (Repeat, Capped)):
                 e_stack.append(e.item)
     return {name: e for name, e in out.items() if name in reachable}
+
+
+class _Productive:
+    """Which rules derive some string, and the rules rewritten without the others.
+
+    A class rather than nested recursive functions: closures that call each other form
+    reference cycles, which would keep every compile's IR alive until the cyclic collector
+    runs (and make each of its runs walk them)."""
+
+    def __init__(self, rules: dict[str, Expr]) -> None:
+        self.rules = rules
+        self.productive: set[str] = set()
+        self.known: dict[int, Expr] = {}  # subexpressions found productive (stays true)
+        self.memo: dict[int, Expr] = {}  # rewrites by identity: subexpressions are shared
+        users: dict[str, list[str]] = {}  # rule -> the rules that reference it
+        for name, e in rules.items():
+            for callee in ref_names(e):
+                users.setdefault(callee, []).append(name)
+        work = list(rules)
+        while work:  # a rule turns productive only after a rule it references did
+            name = work.pop()
+            if name not in self.productive and self.derives(rules[name]):
+                self.productive.add(name)
+                work.extend(users.get(name, ()))
+
+    def derives(self, e: Expr) -> bool:
+        """True iff ``e`` derives some string with the rules known productive so far."""
+        if id(e) in self.known:
+            return True
+        if self._derives(e):
+            self.known[id(e)] = e
+            return True
+        return False
+
+    def _derives(self, e: Expr) -> bool:
+        if isinstance(e, Literal):
+            return True
+        if isinstance(e, CharClass):
+            return not e.is_empty
+        if isinstance(e, Ref):
+            return e.name in self.productive
+        if isinstance(e, Seq):
+            return all(self.derives(i) for i in e.items)
+        if isinstance(e, Choice):
+            return any(self.derives(i) for i in e.items)
+        if isinstance(e, Capped):  # ``_max_length`` caps only where a word is short enough
+            return self.derives(e.item)
+        assert isinstance(e, Repeat)
+        return e.min == 0 or self.derives(e.item)
+
+    def rewritten(self) -> dict[str, Expr]:
+        return {name: self.rewrite(e) for name, e in self.rules.items()}
+
+    def rewrite(self, e: Expr) -> Expr:
+        """``e`` with unproductive parts removed. Unchanged subtrees come back as the same
+        object, so the lexer still recognises JSON character encodings by identity
+        (grammar.encodings.decoded_class)."""
+        hit = self.memo.get(id(e))
+        if hit is not None:
+            return hit
+        if self.productive.issuperset(ref_names(e)) and not _has_empty_class(e):
+            return e  # nothing to rewrite inside (a JSON character's encodings, most lexemes)
+        out = e
+        if isinstance(e, Ref):
+            out = e if e.name in self.productive else NOTHING
+        elif isinstance(e, CharClass):
+            out = e if not e.is_empty else NOTHING
+        elif isinstance(e, (Seq, Choice)):
+            items = [self.rewrite(i) for i in e.items]
+            if any(a is not b for a, b in zip(items, e.items, strict=True)):
+                out = seq(*items) if isinstance(e, Seq) else choice(*items)
+        elif isinstance(e, Repeat):
+            item = self.rewrite(e.item)
+            if item is not e.item:
+                out = repeat(item, e.min, e.max)
+        elif isinstance(e, Capped):
+            item = self.rewrite(e.item)
+            if item is not e.item:
+                out = capped(item, e.max)
+        self.memo[id(e)] = out
+        return out

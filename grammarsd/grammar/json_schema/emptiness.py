@@ -17,6 +17,7 @@ refusal is raised where the lowering itself needs that schema.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -79,7 +80,9 @@ class _Emptiness:
     """Sound emptiness checks for one compilation (outlines memoised by schema identity)."""
 
     def __init__(self, low: _Lowering) -> None:
-        self.low = low
+        # a weak back-reference: a cycle would keep each compilation's IR alive until the
+        # cyclic collector runs
+        self.low = weakref.proxy(low)
         self._outlines: dict[int, _Outline] = {}
 
     # ------------------------------------------------------------------ conjunctions

@@ -97,24 +97,27 @@ def _strings_excluding(excluded: tuple[str, ...], char: Expr, char_class: CharCl
         for ch in word:
             node = node.setdefault(ch, {})
         node[""] = {}
+    return _words_outside(trie, 0, char, char_class, min_len, max_len)
 
-    def walk(node: dict, depth: int) -> Expr:
-        parts: list[Expr] = []
-        if "" not in node and depth >= min_len and (max_len is None or depth <= max_len):
-            parts.append(EMPTY)
-        if max_len is None or depth < max_len:
-            kids = [k for k in node if k]
-            other = _outside(char_class, "".join(kids))
-            lo = max(0, min_len - depth - 1)
-            hi = None if max_len is None else max_len - depth - 1
-            if not other.is_empty:
-                parts.append(seq(encode_class(other), repeat(char, lo, hi)))
-            for k in kids:
-                if ord(k) in char_class:
-                    parts.append(seq(encode_class(char_set(k)), walk(node[k], depth + 1)))
-        return choice(*parts) if parts else NOTHING
 
-    return walk(trie, 0)
+def _words_outside(node: dict, depth: int, char: Expr, char_class: CharClass, min_len: int,
+                   max_len: int | None) -> Expr:
+    """The words below trie ``node`` (at ``depth``) that are not in the trie."""
+    parts: list[Expr] = []
+    if "" not in node and depth >= min_len and (max_len is None or depth <= max_len):
+        parts.append(EMPTY)
+    if max_len is None or depth < max_len:
+        kids = [k for k in node if k]
+        other = _outside(char_class, "".join(kids))
+        lo = max(0, min_len - depth - 1)
+        hi = None if max_len is None else max_len - depth - 1
+        if not other.is_empty:
+            parts.append(seq(encode_class(other), repeat(char, lo, hi)))
+        for k in kids:
+            if ord(k) in char_class:
+                parts.append(seq(encode_class(char_set(k)), _words_outside(
+                    node[k], depth + 1, char, char_class, min_len, max_len)))
+    return choice(*parts) if parts else NOTHING
 
 
 @functools.lru_cache(maxsize=4096)
