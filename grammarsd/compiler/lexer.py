@@ -23,7 +23,10 @@ JSON strings. An expression may hold sub-expressions that ``grammar.encodings`` 
 surrogate pairs). ``build_byte_dfa`` then determinises over decoded characters only (each such
 sub-expression is one *tagged* symbol, ``automata.tagged_table``) and spells tagged symbols
 here, with hash-consed escape states (after ``\\``, ``d`` hex digits left, a surrogate pair's
-low half to come) keyed like the UTF-8 ones. A JSON string with a length bound or a pattern
+low half to come) keyed like the UTF-8 ones. Escape states depend only on the *shape* of a
+character map (its targets renamed in order of appearance), and a few hundred shapes serve
+every string of every schema, so each shape is built once per process (``_escape_shape``) and
+copied with the table's targets filled in. A JSON string with a length bound or a pattern
 thus costs a few byte states per decoded-character state instead of a subset construction
 over every escape spelling. Where a plain spelling would collide with an encoded one (same
 bytes, different targets), it falls back to expanding the encodings as IR.
@@ -58,6 +61,7 @@ in the lexeme (``_RuleNfa``), never one per derivation step.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from bisect import bisect_right
 from collections.abc import Callable
@@ -626,12 +630,61 @@ class _Lowering:
         return node
 
     def _escape(self, encoded: Pieces) -> int:
-        """The state after ``\\`` of a JSON-encoded character mapped by ``encoded``."""
+        """The state after ``\\`` of a JSON-encoded character mapped by ``encoded``: a copy of
+        the escape states of its shape (``_escape_shape``) with the shape's labels replaced
+        by this table's targets. Copies may duplicate states; minimisation merges them."""
         key = ("esc", encoded)
         node = self.nodes.get(key)
         if node is not None:
             return node
-        node, row = self._new_row(key)
+        targets = list(dict.fromkeys(t for _, t in encoded if t >= 0))
+        label = {t: i for i, t in enumerate(targets)}
+        count, rows, columns, values = _escape_shape(
+            tuple((start, label.get(t, -1)) for start, t in encoded), len(targets))
+        node = len(self.rows)
+        if node + count > self.max_states:
+            raise GrammarTooLargeError("dfa_states", node + count, self.max_states)
+        block = np.full((count, 256), -1, np.int32)
+        block[rows, columns] = np.array(targets + list(range(node, node + count)),
+                                        np.int32)[values]
+        self.rows.extend(block)
+        self.nodes[key] = node
+        return node
+
+
+@functools.lru_cache(maxsize=2048)
+def _escape_shape(encoded: Pieces, labels: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """The escape states of a JSON-encoded character map whose targets are the labels
+    ``0..labels-1``, built once per process for each shape (a few hundred shapes serve every
+    string of every schema): ``(state count, row, byte, value)`` of the live entries, a value
+    below ``labels`` a label and ``labels + i`` state ``i``; state 0 reads the escape letter."""
+    speller = _EscapeSpeller(labels)
+    speller.escape(encoded)
+    entries = np.array([(r, byte, v) for r, row in enumerate(speller.rows)
+                        for byte, v in row.items() if v >= 0], np.int32).reshape(-1, 3)
+    entries.setflags(write=False)  # shared by every table of this shape
+    return len(speller.rows), entries[:, 0], entries[:, 1], entries[:, 2]
+
+
+class _EscapeSpeller:
+    """Builds the escape states of one map (after ``\\``; ``d`` hex digits left; a surrogate
+    pair's low half to come), hash-consed by what they still have to read. Node ``labels + i``
+    is state ``i``; smaller values are the map's targets."""
+
+    def __init__(self, labels: int) -> None:
+        self.labels = labels
+        self.rows: list[dict[int, int]] = []
+        self.nodes: dict[tuple[object, ...], int] = {}
+
+    def _new_row(self, key: tuple[object, ...]) -> tuple[int, dict[int, int]]:
+        node = self.labels + len(self.rows)
+        self.nodes[key] = node
+        row: dict[int, int] = {}
+        self.rows.append(row)
+        return node, row
+
+    def escape(self, encoded: Pieces) -> int:
+        node, row = self._new_row(("esc", encoded))
         for ch, esc in SHORT_ESCAPES.items():
             row[ord(esc[1])] = _at(encoded, ord(ch))
         # \uXXXX: BMP characters direct; high surrogates lead to the pair's low half
