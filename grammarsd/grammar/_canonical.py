@@ -1,6 +1,7 @@
-"""The loops of ``automata.canonical_table`` as numba kernels: reachability, Hopcroft's
-partition refinement and the breadth-first order. ``automata`` prepares their inputs (CSR
-graphs, tables) and documents the contract; these functions only run the loops.
+"""The loops of DFA construction as numba kernels: ``canonical`` (all of
+``automata.canonical_table`` in one call: column classes, trim, Hopcroft's partition refinement,
+quotient, breadth-first numbering), the subset construction and the product construction.
+``automata`` documents the contracts and builds the flat inputs; these functions run the loops.
 
 Partition data structures (``refine``; all ``int64`` arrays over states or blocks)::
 
@@ -9,11 +10,12 @@ Partition data structures (``refine``; all ``int64`` arrays over states or block
     block   [n]   block of state s
     marked  [B]   how many states at the front of block b are marked by the current splitter
 
-A splitter is a whole block with all symbols at once: its incoming transitions are sorted by
-symbol, and each symbol's sources mark their blocks; a marked block that is not marked whole is
-split, the marked part becoming a new block. Hopcroft's rule puts the new block on the work
-list if its parent is there, else the smaller half. The result is the coarsest partition
-compatible with acceptance (the minimal DFA), whatever order the work list is processed in.
+A splitter is a whole block with all symbols at once: its incoming transitions are bucketed by
+symbol (``_bucket``), and each symbol's sources mark their blocks; a marked block that is not
+marked whole is split, the marked part becoming a new block. Hopcroft's rule puts the new block
+on the work list if its parent is there, else the smaller half. The result is the coarsest
+partition compatible with acceptance (the minimal DFA), whatever order the work list is
+processed in.
 """
 
 from __future__ import annotations
@@ -23,8 +25,188 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def refine(accept: np.ndarray, in_ptr: np.ndarray, in_sym: np.ndarray,
-           in_src: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+def canonical(trans: np.ndarray,
+              accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """``automata.canonical_table`` on a C-contiguous int32 table and a bool vector.
+
+    The passes run on the distinct columns only (``column_classes``) and the result is
+    expanded back at the end, run by run; the output does not depend on that grouping."""
+    starts, run_class, first = column_classes(trans)
+    reduced = np.empty((trans.shape[0], first.shape[0]), np.int32)
+    for r in range(trans.shape[0]):
+        for j in range(first.shape[0]):
+            reduced[r, j] = trans[r, first[j]]
+    live = _live(reduced, accept)
+    if not live[0]:  # the empty language
+        return np.full((1, trans.shape[1]), -1, np.int32), np.zeros(1, np.bool_)
+    kept = _restrict(reduced, live)
+    kept_accept = accept[live]
+    quot, quot_accept = _quotient(kept, kept_accept, _hopcroft(kept, kept_accept))
+    order = bfs_order(quot)
+    new_id = np.empty(order.shape[0] + 1, np.int32)  # the last slot maps -1 to -1
+    new_id[-1] = -1
+    for i in range(order.shape[0]):
+        new_id[order[i]] = i
+    out = np.empty((order.shape[0], trans.shape[1]), np.int32)
+    for i in range(order.shape[0]):
+        for u in range(run_class.shape[0]):
+            out[i, starts[u]:starts[u + 1]] = new_id[quot[order[i], run_class[u]]]
+    return out, quot_accept[order]
+
+
+@njit(cache=True, nogil=True)
+def column_classes(
+    trans: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Identical columns grouped, classes numbered by first occurrence: the runs of equal
+    adjacent columns (run u is ``starts[u]:starts[u + 1]``, int64 [R + 1]), the class of each
+    run (int64 [R]) and the first column of each class (int64 [C]).
+
+    The runs are found in one pass over the rows; only the first column of each run is then
+    hash-consed (a hash per column taken row by row, contents compared when hashes meet)."""
+    n, width = trans.shape
+    differs = np.zeros(width, np.int32)  # nonzero: column c differs from column c - 1
+    for r in range(n):
+        for c in range(1, width):
+            differs[c] |= trans[r, c] ^ trans[r, c - 1]
+    starts = np.empty(width + 1, np.int64)
+    num_runs = 0
+    for c in range(width):
+        if c == 0 or differs[c]:
+            starts[num_runs] = c
+            num_runs += 1
+    starts[num_runs] = width
+    hashes = np.full(num_runs, n, np.int64)
+    for r in range(n):
+        for u in range(num_runs):
+            hashes[u] = (hashes[u] ^ trans[r, starts[u]]) * np.int64(-7046029254386353131)
+    run_class, first = _hash_cons(trans, starts[:num_runs], hashes)
+    return starts[: num_runs + 1].copy(), run_class, first
+
+
+@njit(cache=True, nogil=True)
+def _hash_cons(trans: np.ndarray, columns: np.ndarray,
+               hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """The given columns numbered by first occurrence of their contents (``hashes`` their
+    hashes), through an open-addressing table: ``(class of each, first column of each class)``."""
+    num = columns.shape[0]
+    classes = np.empty(num, np.int64)
+    first = np.empty(num, np.int64)  # the index into ``columns`` of each class's first one
+    cap = 2
+    while cap < 2 * num:
+        cap *= 2
+    table = np.full(cap, -1, np.int64)
+    num_classes = 0
+    for u in range(num):
+        h = hashes[u]
+        i = (h ^ (h >> 29)) & (cap - 1)
+        while table[i] >= 0 and not (hashes[first[table[i]]] == h and (
+                trans[:, columns[first[table[i]]]] == trans[:, columns[u]]).all()):
+            i = (i + 1) & (cap - 1)
+        if table[i] < 0:
+            table[i] = num_classes
+            first[num_classes] = u
+            num_classes += 1
+        classes[u] = table[i]
+    return classes, columns[first[:num_classes]]
+
+
+@njit(cache=True, nogil=True)
+def _live(trans: np.ndarray, accept: np.ndarray) -> np.ndarray:  # pragma: no cover
+    """The states reachable from 0 that can reach an accepting state (bool [n])."""
+    n, width = trans.shape
+    seen = np.zeros(n, np.bool_)
+    stack = np.empty(n, np.int64)
+    seen[0] = True
+    stack[0] = 0
+    top = 1
+    while top:  # forwards from 0
+        top -= 1
+        s = stack[top]
+        for c in range(width):
+            t = trans[s, c]
+            if t >= 0 and not seen[t]:
+                seen[t] = True
+                stack[top] = t
+                top += 1
+    ptr, _, src = _in_edges(trans, seen)
+    live = accept & seen
+    for s in range(n):  # backwards from the reachable accepting states
+        if live[s]:
+            stack[top] = s
+            top += 1
+    while top:
+        top -= 1
+        t = stack[top]
+        for j in range(ptr[t], ptr[t + 1]):
+            s = src[j]
+            if not live[s]:
+                live[s] = True
+                stack[top] = s
+                top += 1
+    return live
+
+
+@njit(cache=True, nogil=True)
+def _restrict(trans: np.ndarray, live: np.ndarray) -> np.ndarray:  # pragma: no cover
+    """The rows of ``live`` states, renumbered in order; edges to other states become -1."""
+    n, width = trans.shape
+    new_id = np.empty(n, np.int64)
+    num = 0
+    for s in range(n):
+        new_id[s] = num
+        num += live[s]
+    out = np.empty((num, width), np.int32)
+    for s in range(n):
+        if live[s]:
+            for c in range(width):
+                t = trans[s, c]
+                out[new_id[s], c] = new_id[t] if t >= 0 and live[t] else -1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _hopcroft(trans: np.ndarray, accept: np.ndarray) -> np.ndarray:  # pragma: no cover
+    """``refine`` on a trimmed table: its transitions grouped by target, each group in row-major
+    order. Only real transitions are scanned: the implicit dead state would be a block of its
+    own that never splits, and by Hopcroft's "all blocks but one" rule it need never be a
+    splitter (trimmed, no real state is equivalent to it). Cost O(m log n) in the number m of
+    transitions."""
+    ptr, sym, src = _in_edges(trans, np.ones(trans.shape[0], np.bool_))
+    return refine(accept, ptr, sym, src, trans.shape[1])
+
+
+@njit(cache=True, nogil=True)
+def _in_edges(trans: np.ndarray, rows: np.ndarray) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """The transitions out of the states marked in ``rows`` (bool [n]) by target, as CSR: those
+    into t are ``ptr[t]:ptr[t + 1]`` of ``(sym, src)``, each group in row-major order."""
+    n, width = trans.shape
+    ptr = np.zeros(n + 1, np.int64)
+    for s in range(n):
+        if rows[s]:
+            for c in range(width):
+                if trans[s, c] >= 0:
+                    ptr[trans[s, c] + 1] += 1
+    for s in range(n):
+        ptr[s + 1] += ptr[s]
+    fill = ptr[:-1].copy()
+    sym = np.empty(ptr[n], np.int64)
+    src = np.empty(ptr[n], np.int64)
+    for s in range(n):
+        if rows[s]:
+            for c in range(width):
+                t = trans[s, c]
+                if t >= 0:
+                    sym[fill[t]] = c
+                    src[fill[t]] = s
+                    fill[t] += 1
+    return ptr, sym, src
+
+
+@njit(cache=True, nogil=True)
+def refine(accept: np.ndarray, in_ptr: np.ndarray, in_sym: np.ndarray, in_src: np.ndarray,
+           num_syms: int) -> np.ndarray:  # pragma: no cover - compiled
     """The block of every state in the coarsest partition of a *trimmed* DFA.
 
     Parameters
@@ -33,7 +215,7 @@ def refine(accept: np.ndarray, in_ptr: np.ndarray, in_sym: np.ndarray,
     in_ptr : int64 [n + 1]
         CSR by target: the transitions into state t are ``in_ptr[t]:in_ptr[t + 1]``.
     in_sym, in_src : int64 [m]
-        Symbol and source state of each transition, grouped by target.
+        Symbol (``0 .. num_syms - 1``) and source state of each transition, grouped by target.
 
     Returns
     -------
@@ -69,29 +251,24 @@ def refine(accept: np.ndarray, in_ptr: np.ndarray, in_sym: np.ndarray,
         work[num_work] = b
         num_work += 1
         in_work[b] = True
-    m = in_sym.shape[0]
-    syms = np.empty(m, np.int64)
-    srcs = np.empty(m, np.int64)
+    srcs = np.empty(in_sym.shape[0], np.int64)  # the splitter's sources, bucketed by symbol
+    sym_list = np.empty(num_syms, np.int64)  # the symbols in the buckets
+    sym_start = np.empty(num_syms, np.int64)
+    sym_size = np.zeros(num_syms, np.int64)
     while num_work:
         num_work -= 1
         splitter = work[num_work]
         in_work[splitter] = False
-        # the splitter's incoming transitions, snapshot before any split
-        count = 0
-        for i in range(first[splitter], end[splitter]):
-            t = elems[i]
-            for j in range(in_ptr[t], in_ptr[t + 1]):
-                syms[count] = in_sym[j]
-                srcs[count] = in_src[j]
-                count += 1
-        order = np.argsort(syms[:count], kind="mergesort")
-        lo = 0
-        while lo < count:
-            sym = syms[order[lo]]
-            hi = lo
+        num_syms_in = _bucket(splitter, first, end, elems, in_ptr, in_sym, in_src, srcs,
+                              sym_list, sym_start, sym_size)
+        for u in range(num_syms_in):
+            sym = sym_list[u]
+            lo = sym_start[sym]
+            hi = lo + sym_size[sym]
+            sym_size[sym] = 0
             num_touched = 0
-            while hi < count and syms[order[hi]] == sym:
-                s = srcs[order[hi]]
+            for i in range(lo, hi):
+                s = srcs[i]
                 b = block[s]
                 if marked[b] == 0:
                     touched[num_touched] = b
@@ -105,7 +282,6 @@ def refine(accept: np.ndarray, in_ptr: np.ndarray, in_sym: np.ndarray,
                 elems[q] = other
                 where[other] = q
                 marked[b] += 1
-                hi += 1
             for i in range(num_touched):
                 y = touched[i]
                 size = end[y] - first[y]
@@ -128,29 +304,62 @@ def refine(accept: np.ndarray, in_ptr: np.ndarray, in_sym: np.ndarray,
                     work[num_work] = y
                     num_work += 1
                     in_work[y] = True
-            lo = hi
     return block
 
 
 @njit(cache=True, nogil=True)
-def reach(ptr: np.ndarray, nbr: np.ndarray, seen: np.ndarray) -> None:  # pragma: no cover
-    """Mark in ``seen`` (bool [n], seeds already marked) every state reachable from a seed in
-    the CSR graph ``nbr[ptr[s]:ptr[s + 1]]``."""
-    stack = np.empty(seen.shape[0], np.int64)
-    top = 0
-    for s in range(seen.shape[0]):
-        if seen[s]:
-            stack[top] = s
-            top += 1
-    while top:
-        top -= 1
-        s = stack[top]
-        for j in range(ptr[s], ptr[s + 1]):
-            t = nbr[j]
-            if not seen[t]:
-                seen[t] = True
-                stack[top] = t
-                top += 1
+def _bucket(splitter: int, first: np.ndarray, end: np.ndarray, elems: np.ndarray,
+            in_ptr: np.ndarray, in_sym: np.ndarray, in_src: np.ndarray, srcs: np.ndarray,
+            sym_list: np.ndarray, sym_start: np.ndarray,
+            sym_size: np.ndarray) -> int:  # pragma: no cover - compiled
+    """The sources of the transitions into block ``splitter``, bucketed by symbol (a counting
+    sort, snapshot before any split): symbol ``sym_list[u]`` for ``u`` below the returned
+    count has its sources in ``srcs[sym_start[sym]:][:sym_size[sym]]``."""
+    num = 0
+    for i in range(first[splitter], end[splitter]):
+        t = elems[i]
+        for j in range(in_ptr[t], in_ptr[t + 1]):
+            sym = in_sym[j]
+            if sym_size[sym] == 0:
+                sym_list[num] = sym
+                num += 1
+            sym_size[sym] += 1
+    pos = 0
+    for u in range(num):
+        sym = sym_list[u]
+        sym_start[sym] = pos
+        pos += sym_size[sym]
+        sym_size[sym] = 0
+    for i in range(first[splitter], end[splitter]):
+        t = elems[i]
+        for j in range(in_ptr[t], in_ptr[t + 1]):
+            sym = in_sym[j]
+            srcs[sym_start[sym] + sym_size[sym]] = in_src[j]
+            sym_size[sym] += 1
+    return num
+
+
+@njit(cache=True, nogil=True)
+def _quotient(trans: np.ndarray, accept: np.ndarray,
+              block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """The table of the blocks, numbered by first member, each row that member's."""
+    n, width = trans.shape
+    rank = np.full(n, -1, np.int64)
+    rep = np.empty(n, np.int64)
+    num = 0
+    for s in range(n):
+        if rank[block[s]] < 0:
+            rank[block[s]] = num
+            rep[num] = s
+            num += 1
+    out = np.empty((num, width), np.int32)
+    out_accept = np.empty(num, np.bool_)
+    for q in range(num):
+        out_accept[q] = accept[rep[q]]
+        for c in range(width):
+            t = trans[rep[q], c]
+            out[q, c] = rank[block[t]] if t >= 0 else -1
+    return out, out_accept
 
 
 @njit(cache=True, nogil=True)

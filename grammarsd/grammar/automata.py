@@ -31,8 +31,8 @@ Algorithms: Thompson NFA + subset construction (bounded repeats unrolled as nest
 so ``[a-z]{1,1000}`` stays linear), Hopcroft's partition refinement on the table with columns
 grouped into classes, product construction for the Boolean operations, and state elimination
 for ``to_expr``. The table-level helpers (``canonical_table``) are shared with the byte lexer.
-The hot loops (subset construction, reachability, partition refinement, breadth-first order)
-run as numba kernels in ``grammar._canonical``; this module builds their flat inputs.
+The hot loops (subset construction, products, and the whole of ``canonical_table``) run as
+numba kernels in ``grammar._canonical``; this module builds their flat inputs.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from typing import Literal as TypingLiteral
 import numpy as np
 
 from grammarsd.errors import GrammarError, GrammarTooLargeError
-from grammarsd.grammar._canonical import bfs_order, product, reach, refine, subsets
+from grammarsd.grammar._canonical import canonical, product, subsets
 from grammarsd.grammar.ir import (
     EMPTY,
     MAX_CODE_POINT,
@@ -349,105 +349,21 @@ def canonical_table(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, 
 
     Parameters
     ----------
-    trans : int32 [n, k]
-        Next state or -1 (dead); start state 0. Any alphabet (atoms, bytes).
+    trans : int32 [n, k], n >= 1
+        Next state (0 .. n-1) or -1 (dead); start state 0. Any alphabet (atoms, bytes).
     accept : bool [n]
 
     Returns
     -------
-    (trans, accept)
+    (trans int32 [m, k], accept bool [m]), C-contiguous
         The minimal equivalent partial DFA with every state reachable and co-reachable,
         numbered breadth-first (columns visited in order of first occurrence); the empty
-        language comes back as one non-accepting state with no transitions.
+        language comes back as one non-accepting state with no transitions. One call to
+        ``_canonical.canonical`` (trim, Hopcroft, renumbering on the distinct columns).
     """
-    width = trans.shape[1]
-    trans, columns = _column_classes(trans)  # all passes run on the distinct columns only
-    trans, accept = _trim(trans, accept)
-    if trans.shape[0] == 1 and not accept[0] and (trans[0] < 0).all():
-        return np.full((1, width), -1, np.int32), accept
-    classes = _hopcroft(trans, accept)
-    # classes numbered by first member, so the class of state 0 (the start) is class 0
-    _, first, inverse = np.unique(classes, return_index=True, return_inverse=True)
-    rank = np.argsort(np.argsort(first))
-    dense = rank[inverse.reshape(-1)]
-    rep = np.sort(first)
-    quot = trans[rep]
-    quot = np.where(quot < 0, -1, dense[np.maximum(quot, 0)]).astype(np.int32)
-    quot, accept = _bfs_renumber(quot, accept[rep])
-    return np.ascontiguousarray(quot[:, columns]), accept
-
-
-def _column_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Group identical columns: returns (reduced [n, c] table, column -> class [k]).
-
-    Classes are numbered by first occurrence, so the grouping is canonical.
-    """
-    columns = np.ascontiguousarray(trans.T)
-    ids: dict[bytes, int] = {}
-    first: list[int] = []
-    classes = np.empty(columns.shape[0], np.int64)
-    for c in range(columns.shape[0]):
-        key = columns[c].tobytes()
-        if key not in ids:
-            ids[key] = len(first)
-            first.append(c)
-        classes[c] = ids[key]
-    return trans[:, first], classes
-
-
-def _csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """The graph of edges ``src -> dst`` over ``n`` nodes as CSR (int64 ``ptr``, ``nbr``)."""
-    order = np.argsort(src, kind="stable")
-    ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
-    return ptr, dst[order].astype(np.int64)
-
-
-def _trim(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Keep states reachable from 0 that can reach an accepting state."""
-    n = trans.shape[0]
-    src, col = np.nonzero(trans >= 0)
-    tgt = trans[src, col]
-    seen = np.zeros(n, bool)
-    seen[0] = True
-    reach(*_csr(src, tgt, n), seen)
-    keep = seen[src]  # edges between reachable states only
-    live = accept & seen
-    reach(*_csr(tgt[keep], src[keep], n), live)
-    if not live[0]:
-        return np.full((1, trans.shape[1]), -1, np.int32), np.zeros(1, bool)
-    new_id = np.cumsum(live) - 1
-    kept = trans[live]
-    kept = np.where((kept >= 0) & live[np.maximum(kept, 0)], new_id[np.maximum(kept, 0)], -1)
-    return kept.astype(np.int32), accept[live]
-
-
-def _hopcroft(trans: np.ndarray, accept: np.ndarray) -> np.ndarray:
-    """Hopcroft's partition refinement; returns the class id of every state (int64 [n]).
-
-    Splitters are whole blocks (all symbols at once), and only real transitions are scanned:
-    the implicit dead state of the partial table would be a block of its own that never
-    splits, and by Hopcroft's "all blocks but one" rule it need never be a splitter. The
-    input must be trimmed (so no real state is equivalent to the dead state). Cost
-    O(m log n) in the number m of transitions; the refinement runs in ``_canonical.refine``.
-    """
-    n = trans.shape[0]
-    src, sym = np.nonzero(trans >= 0)
-    tgt = trans[src, sym]
-    by_target = np.argsort(tgt, kind="stable")
-    ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(tgt, minlength=n), out=ptr[1:])
-    return refine(np.ascontiguousarray(accept, np.bool_), ptr,
-                  sym[by_target].astype(np.int64), src[by_target].astype(np.int64))
-
-
-def _bfs_renumber(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Renumber breadth-first from state 0, columns in order."""
-    order = bfs_order(trans)
-    new_id = np.full(trans.shape[0] + 1, -1, np.int64)  # last slot maps -1 to -1
-    new_id[order] = np.arange(len(order))
-    out = new_id[trans[order]].astype(np.int32)
-    return np.ascontiguousarray(out), accept[order]
+    if not len(trans) or np.shape(accept) != (len(trans),):
+        raise ValueError("canonical_table needs trans [n >= 1, k] and accept [n]")
+    return canonical(np.ascontiguousarray(trans, np.int32), np.ascontiguousarray(accept, bool))
 
 
 def _merge_atoms(bounds: np.ndarray, trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -519,7 +435,9 @@ def _atom_bounds(expr: Expr, tag: Tagger | None = None, *, refs: bool = False) -
 class _Nfa:
     """A Thompson NFA whose character edges are atom-index intervals.
 
-    ``eps[q]`` lists epsilon successors; ``edges[q]`` lists ``(atom_lo, atom_hi, target)``.
+    ``eps[q]`` lists epsilon successors; ``edges`` holds every character edge as four ints,
+    ``source, atom_lo, atom_hi, target``, in the order they were added (flat, so that
+    ``determinize`` hands them to numpy at once).
     No construction adds an edge into the ``start`` or out of the ``end`` it is given, so
     fragments can share endpoints (``Choice``) without creating spurious loops.
 
@@ -536,7 +454,7 @@ class _Nfa:
         self.limit = limit
         self.tag = tag
         self.eps: list[list[int]] = []
-        self.edges: list[list[tuple[int, int, int]]] = []
+        self.edges: list[int] = []
         # id -> (the class or tagged expression, kept alive; its atom intervals)
         self.spans: dict[int, tuple[Expr, list[tuple[int, int]]]] = {}
         self.shared: set[int] = set()  # ids of compound nodes met more than once (``share``)
@@ -558,11 +476,11 @@ class _Nfa:
                 stack.extend(e.items if isinstance(e, (Seq, Choice)) else (e.item,))
 
     def new(self) -> int:
-        if len(self.eps) >= self.limit:
-            raise GrammarTooLargeError("nfa_states", len(self.eps) + 1, self.limit)
-        self.eps.append([])
-        self.edges.append([])
-        return len(self.eps) - 1
+        eps = self.eps
+        if len(eps) >= self.limit:
+            raise GrammarTooLargeError("nfa_states", len(eps) + 1, self.limit)
+        eps.append([])
+        return len(eps) - 1
 
     def atom(self, cp: int) -> int:
         return bisect_right(self.starts, cp) - 1
@@ -577,43 +495,27 @@ class _Nfa:
                 self._spell(expr, entry, end)
             self.eps[start].append(entry)
             return
-        self._spell(expr, start, end)
-
-    def _spell(self, expr: Expr, start: int, end: int) -> None:
         spans = self.spans.get(id(expr))
         if spans is not None:  # a class met before (a repeat builds its item once per copy)
-            self.edges[start].extend([(a, b, end) for a, b in spans[1]])
-            return
+            self._span(start, spans[1], end)
+        else:
+            self._spell(expr, start, end)
+
+    def _spell(self, expr: Expr, start: int, end: int) -> None:
         tagged = self.tag(expr) if self.tag is not None else None
         if tagged is not None:  # one symbol of the tagged alphabet
             ranges = [(self.atom(TAG_OFFSET + a), self.atom(TAG_OFFSET + b))
                       for a, b in tagged.ranges]
             self.spans[id(expr)] = (expr, ranges)
-            self.edges[start].extend((a, b, end) for a, b in ranges)
+            self._span(start, ranges, end)
         elif isinstance(expr, Literal):
-            cps = [ord(ch) for ch in expr.text]
-            if any(SURROGATES[0] <= cp <= SURROGATES[1] for cp in cps):
-                return  # no scalar-value string contains a surrogate: empty language
-            cur = start
-            atoms = [bisect_right(self.starts, cp) - 1 for cp in cps]
-            for i, a in enumerate(atoms):
-                nxt = end if i == len(cps) - 1 else self.new()
-                self.edges[cur].append((a, a, nxt))
-                cur = nxt
-            if not cps:
-                self.eps[start].append(end)
+            self._literal(expr.text, start, end)
         elif isinstance(expr, CharClass):
             ranges = [(self.atom(a), self.atom(b)) for a, b in expr.ranges]
             self.spans[id(expr)] = (expr, ranges)
-            self.edges[start].extend((a, b, end) for a, b in ranges)
+            self._span(start, ranges, end)
         elif isinstance(expr, Seq):
-            cur = start
-            for i, item in enumerate(expr.items):
-                nxt = end if i == len(expr.items) - 1 else self.new()
-                self.build(item, cur, nxt)
-                cur = nxt
-            if not expr.items:
-                self.eps[start].append(end)
+            self._seq(expr.items, start, end)
         elif isinstance(expr, Choice):
             for item in expr.items:
                 self.build(item, start, end)
@@ -622,48 +524,85 @@ class _Nfa:
         else:
             raise GrammarError(f"not regular IR: {expr!r}")
 
+    def _span(self, start: int, ranges: list[tuple[int, int]], end: int) -> None:
+        """Edges ``start -> end`` on the atom intervals ``ranges``."""
+        edges = self.edges
+        for a, b in ranges:
+            edges += (start, a, b, end)
+
+    def _literal(self, text: str, start: int, end: int) -> None:
+        """A chain of fresh states ``start -> end`` spelling ``text``."""
+        if not text:
+            self.eps[start].append(end)
+            return
+        lo, hi = SURROGATES
+        cps = [ord(ch) for ch in text]
+        if any(lo <= cp <= hi for cp in cps):
+            return  # no scalar-value string contains a surrogate: empty language
+        starts, edges = self.starts, self.edges
+        cur = start
+        for cp in cps[:-1]:
+            a = bisect_right(starts, cp) - 1
+            nxt = self.new()
+            edges += (cur, a, a, nxt)
+            cur = nxt
+        a = bisect_right(starts, cps[-1]) - 1
+        edges += (cur, a, a, end)
+
+    def _seq(self, items: tuple[Expr, ...], start: int, end: int) -> None:
+        """The items one after another, through fresh states."""
+        if not items:
+            self.eps[start].append(end)
+            return
+        cur = start
+        for item in items[:-1]:
+            nxt = self.new()
+            self.build(item, cur, nxt)
+            cur = nxt
+        self.build(items[-1], cur, end)
+
     def _repeat(self, expr: Repeat, start: int, end: int) -> None:
         # item{m} then either a loop (max=None) or (max-m) *nested* options, so that every
         # epsilon closure stays small: x{2,4} = x x (x (x)?)?
+        eps, item = self.eps, expr.item
         cur = self.new()
-        self.eps[start].append(cur)
-        for _ in range(expr.min):
-            cur = self._copy(expr.item, cur)
+        eps[start].append(cur)
+        for _ in range(expr.min):  # fresh copies of the item, one after another
+            nxt = self.new()
+            self.build(item, cur, nxt)
+            cur = nxt
         if expr.max is None:
             body_start, body_end = self.new(), self.new()
-            self.build(expr.item, body_start, body_end)
-            self.eps[cur].append(body_start)
-            self.eps[body_end].append(cur)
+            self.build(item, body_start, body_end)
+            eps[cur].append(body_start)
+            eps[body_end].append(cur)
         else:
             for _ in range(expr.max - expr.min):
-                self.eps[cur].append(end)
-                cur = self._copy(expr.item, cur)
-        self.eps[cur].append(end)
-
-    def _copy(self, item: Expr, cur: int) -> int:
-        """A fresh copy of ``item`` entered from ``cur``; returns its exit state."""
-        exit_ = self.new()
-        self.build(item, cur, exit_)
-        return exit_
+                eps[cur].append(end)
+                nxt = self.new()
+                self.build(item, cur, nxt)
+                cur = nxt
+        eps[cur].append(end)
 
     def determinize(self, start: int, final: int, max_states: int) -> tuple[np.ndarray, np.ndarray]:
         """Subset construction over atoms; returns (trans int32 [n, A], accept bool [n]).
 
         DFA states are the sets of *important* NFA states (with character edges, or
         ``final``) of epsilon closures; the construction runs in ``_canonical.subsets``."""
-        important = np.array([bool(e) for e in self.edges], np.bool_)
-        important[final] = True
-        eps_ptr = np.zeros(len(self.eps) + 1, np.int64)
-        np.cumsum([len(e) for e in self.eps], out=eps_ptr[1:])
+        n = len(self.eps)
+        eps_ptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, self.eps), np.int64, n), out=eps_ptr[1:])
         eps_nbr = np.fromiter(itertools.chain.from_iterable(self.eps), np.int64, eps_ptr[-1])
-        edge_ptr = np.zeros(len(self.edges) + 1, np.int64)
-        np.cumsum([len(e) for e in self.edges], out=edge_ptr[1:])
-        edges = np.fromiter(itertools.chain.from_iterable(
-            itertools.chain.from_iterable(self.edges)), np.int64, 3 * edge_ptr[-1])
-        edges = edges.reshape(-1, 3).T
+        edges = np.array(self.edges, np.int64).reshape(-1, 4)
+        edge_ptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(edges[:, 0], minlength=n), out=edge_ptr[1:])
+        important = edge_ptr[1:] > edge_ptr[:-1]
+        important[final] = True
+        by_source = edges[np.argsort(edges[:, 0], kind="stable")].T  # each state's in order
         trans, accept = subsets(len(self.bounds), eps_ptr, eps_nbr, edge_ptr,
-                                np.ascontiguousarray(edges[0]), np.ascontiguousarray(edges[1]),
-                                np.ascontiguousarray(edges[2]), important, start, final,
+                                np.ascontiguousarray(by_source[1]),
+                                np.ascontiguousarray(by_source[2]),
+                                np.ascontiguousarray(by_source[3]), important, start, final,
                                 max_states)
         if not trans.shape[0]:
             raise GrammarTooLargeError("dfa_states", max_states + 1, max_states)
