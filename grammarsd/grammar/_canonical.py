@@ -114,23 +114,13 @@ def _hash_cons(trans: np.ndarray, columns: np.ndarray,
 @njit(cache=True, nogil=True)
 def _live(trans: np.ndarray, accept: np.ndarray) -> np.ndarray:  # pragma: no cover
     """The states reachable from 0 that can reach an accepting state (bool [n])."""
-    n, width = trans.shape
+    n = trans.shape[0]
     seen = np.zeros(n, np.bool_)
-    stack = np.empty(n, np.int64)
-    seen[0] = True
-    stack[0] = 0
-    top = 1
-    while top:  # forwards from 0
-        top -= 1
-        s = stack[top]
-        for c in range(width):
-            t = trans[s, c]
-            if t >= 0 and not seen[t]:
-                seen[t] = True
-                stack[top] = t
-                top += 1
+    seen[bfs_order(trans)] = True  # forwards from 0
     ptr, _, src = _in_edges(trans, seen)
     live = accept & seen
+    stack = np.empty(n, np.int64)
+    top = 0
     for s in range(n):  # backwards from the reachable accepting states
         if live[s]:
             stack[top] = s
