@@ -57,7 +57,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -357,31 +357,27 @@ class _Regular:
         and the reach of each group it needed, as that group was then."""
         for gid in self.own:
             members = self._members([gid])
-            reach = frozenset(members).union(self._members(self._needs(gid)))
+            reach = frozenset(members).union(self._members(_closure(self.needed[gid],
+                                                                    self.needed)))
             for m in members:
                 self.groups[m] = (gid, self.member_body[m])
                 self.reach[m] = reach
 
-    def _needs(self, gid: int) -> list[int]:
-        """The groups whose members the reach of ``gid`` holds beyond its own."""
-        seen, stack = set(self.needed[gid]), list(self.needed[gid])
-        while stack:
-            for h in self.needed[stack.pop()] - seen:
+    def _members(self, groups: Iterable[int]) -> list[str]:
+        """The members of ``groups``, each group as it was when it was made."""
+        return [m for g in _closure(groups, self.absorbed) for m in self.fresh[g]]
+
+
+def _closure(start: Iterable[int], edges: Mapping[int, Iterable[int]]) -> set[int]:
+    """``start`` and every node reachable from it along ``edges``."""
+    seen = set(start)
+    stack = list(seen)
+    while stack:
+        for h in edges[stack.pop()]:
+            if h not in seen:
                 seen.add(h)
                 stack.append(h)
-        return list(seen)
-
-    def _members(self, start: list[int]) -> list[str]:
-        """The members of the groups ``start``, as each was when it was made."""
-        seen, stack, out = set(start), list(start), []
-        while stack:
-            g = stack.pop()
-            out.extend(self.fresh[g])
-            for h in self.absorbed[g]:
-                if h not in seen:
-                    seen.add(h)
-                    stack.append(h)
-        return out
+    return seen
 
 
 def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts) -> _Regular:
