@@ -34,6 +34,23 @@ def allocate_token_bitmask(batch_size: int, vocab_size: int) -> torch.Tensor:
     return torch.full((batch_size, bitmask_width(vocab_size)), -1, dtype=torch.int32)
 
 
+def checked_row_ids(
+    indices: Sequence[int] | torch.Tensor, limit: int, device: torch.device
+) -> torch.Tensor:
+    """``indices`` as int64 on ``device``, each in ``[0, limit)``.
+
+    Python sequences and CPU tensors are checked (an out-of-range row on a GPU would be a device
+    fault, not an exception); an index tensor already on the GPU is trusted, so masking never
+    synchronises with the host.
+    """
+    if isinstance(indices, torch.Tensor) and indices.device.type != "cpu":
+        return indices.to(device=device, dtype=torch.int64).reshape(-1)
+    host = torch.as_tensor(indices, dtype=torch.int64).reshape(-1)
+    if host.numel() and (int(host.min()) < 0 or int(host.max()) >= limit):
+        raise IndexError(f"indices must lie in [0, {limit}); got {host.tolist()}")
+    return host.to(device)
+
+
 def apply_token_bitmask_inplace(
     logits: torch.Tensor,
     bitmask: torch.Tensor,
@@ -79,4 +96,9 @@ def _triton_available() -> bool:
     return True
 
 
-__all__ = ["allocate_token_bitmask", "apply_token_bitmask_inplace", "bitmask_width"]
+__all__ = [
+    "allocate_token_bitmask",
+    "apply_token_bitmask_inplace",
+    "bitmask_width",
+    "checked_row_ids",
+]

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 import torch
 
+from grammarsd.kernels.bitmask import checked_row_ids
+
 _BIT = torch.arange(32, dtype=torch.int32)
 
 
@@ -37,6 +39,6 @@ def apply_token_bitmask_inplace_torch(
         allowed = unpack_bitmask(masks, rows.shape[-1])
         rows.masked_fill_(~allowed, float("-inf"))
         return
-    idx = torch.as_tensor(indices, dtype=torch.long, device=rows.device)
+    idx = checked_row_ids(indices, min(rows.shape[0], masks.shape[0]), rows.device)
     allowed = unpack_bitmask(masks[idx], rows.shape[-1])
     rows[idx] = rows[idx].masked_fill(~allowed, float("-inf"))
