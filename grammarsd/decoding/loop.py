@@ -184,7 +184,7 @@ class Decoding:
         self._device = next(model.parameters()).device
         self._bitmask = allocate_token_bitmask(len(prompts), info.vocab_size)  # [B, W] int32, CPU
         self._words = self._bitmask.numpy().view(np.uint32)
-        self._free_mask = _free_text_mask(info)
+        self._free_mask = _free_text_mask(info, self._device)
         self._cache: Any = None
         self._attention = torch.zeros((len(prompts), 0), dtype=torch.long, device=self._device)
         self._keep_last = "logits_to_keep" in inspect.signature(model.forward).parameters
@@ -336,15 +336,15 @@ def _single_token(words: np.ndarray) -> int:
     return int(nz[0]) * 32 + word.bit_length() - 1
 
 
-def _free_text_mask(info: TokenizerInfo) -> torch.Tensor | None:
-    """For unconstrained rows: a bitmask that only drops padding ids (None when there are none)."""
+def _free_text_mask(info: TokenizerInfo, device: torch.device) -> torch.Tensor | None:
+    """For unconstrained rows: a bitmask on ``device`` that only drops padding ids (None if none)."""
     if len(info.padding_ids) == 0:
         return None
     mask = allocate_token_bitmask(1, info.vocab_size)[0]
     words = mask.numpy().view(np.uint32)
     for t in info.padding_ids:
         words[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
-    return mask
+    return mask.to(device)
 
 
 __all__ = [
