@@ -387,6 +387,7 @@ def _convert_gguf(gguf: Path, dest: Path, *, tokenizer_only: bool) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    _check_special_tokens(tokenizer, gguf)
     tokenizer.save_pretrained(dest)
     if not tokenizer_only:
         model = AutoModelForCausalLM.from_pretrained(
@@ -398,6 +399,29 @@ def _convert_gguf(gguf: Path, dest: Path, *, tokenizer_only: bool) -> None:
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.save_pretrained(dest)
+
+
+def _check_special_tokens(tokenizer: Any, gguf: Path) -> None:
+    """Fail closed when the converted tokenizer's BOS or EOS id is not the one ``gguf`` declares.
+
+    transformers 5.17 converts GGUF tokenizers with the BOS token as EOS: generation would then
+    stop at a token the model never ends with, and never at the one it does.
+    """
+    import transformers
+    from gguf import GGUFReader
+
+    fields = GGUFReader(gguf).fields
+    for role in ("bos", "eos"):
+        field = fields.get(f"tokenizer.ggml.{role}_token_id")
+        declared = None if field is None else int(field.contents())
+        converted = getattr(tokenizer, f"{role}_token_id")
+        if declared is not None and converted != declared:
+            raise ModelLoadError(
+                f"transformers {transformers.__version__} converted {gguf.name} with "
+                f"{role.upper()} id {converted}, but the file declares {declared}",
+                tried=[f"AutoTokenizer.from_pretrained(..., gguf_file={gguf.name!r})"],
+                hint="upgrade transformers (5.18 or later converts these files correctly)",
+            )
 
 
 def _dequantizing_config() -> Any:

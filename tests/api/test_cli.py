@@ -18,7 +18,9 @@ def test_demo_tiny(tiny_model: LoadedModel, capsys: pytest.CaptureFixture[str]) 
     # the prompt's tokens with their exact bytes, checked against the tokenizer's own pieces
     ids = tiny_model.tokenizer.encode("héllo 🎉")
     assert f"{len(ids)} tokens" in out
-    assert "'<s>'" in out and "b'\\xf0'" in out and "b'\\xc3\\xa9l'" in out
+    assert "b'\\xf0'" in out and "b'\\xc3\\xa9l'" in out
+    # transformers < 5.23 adds no BOS for this GGUF (it declares no add_bos_token)
+    assert ("'<s>'" in out) == (ids[0] == tiny_model.tokenizer.bos_token_id)
     assert re.search(r"\[\d+ tokens in [\d.]+ s: [\d.]+ tokens/s", out)
 
 

@@ -67,6 +67,18 @@ def test_cached_conversion_equals_the_original_gguf(
         torch.testing.assert_close(tiny_model.model(x).logits, original(x).logits, rtol=0, atol=0)
 
 
+def test_conversion_refuses_wrong_special_tokens(tmp_path: Path) -> None:
+    """A converted tokenizer whose EOS is not the file's (transformers 5.17 made it BOS) is refused."""
+    from transformers import AutoTokenizer
+
+    gguf = _tiny_gguf(tmp_path)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    models._check_special_tokens(tokenizer, gguf)  # as converted: BOS 1, EOS 2, as declared
+    tokenizer.eos_token = "<s>"
+    with pytest.raises(ModelLoadError, match="EOS id 1, but the file declares 2"):
+        models._check_special_tokens(tokenizer, gguf)
+
+
 def test_conversion_is_atomic_and_then_cached(
     fresh_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -21,9 +21,9 @@ def _nested(depth: int) -> Grammar:
 
 
 def test_nesting_deeper_than_str_can_print_compiles(llama3_info: TokenizerInfo) -> None:
+    # str() of this expression (the old helper names) hit RecursionError on CPython 3.11; how deep
+    # str() can go varies across interpreter releases, so that is not asserted here.
     depth = 150
-    with pytest.raises(RecursionError):
-        str(_nested(depth).rules["start"])  # the old helper names: this is what used to fail
     compiled = gs.compile_ir(_nested(depth), llama3_info, cache=False)
 
     def accepts(text: str) -> bool:
