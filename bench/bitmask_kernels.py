@@ -1,58 +1,97 @@
-"""Apply-bitmask time of the torch and Triton backends on a GPU: batch 1 / 64 / 4096 × 128k vocabulary.
+"""Apply-bitmask time on a GPU: grammarsd's Triton and torch backends beside xgrammar's kernels.
 
     python bench/bitmask_kernels.py [--vocab 128256] [--batch 1 64 4096] [--dtype float32]
+                                    [--density 0.01 0.5 0.99] [--iters 200]
 
-Every backend's result is checked against ``torch.where`` on a bool mask before it is timed. The
-first (JIT) call is reported apart from steady state; steady-state times are CUDA-event medians over
-``--iters`` runs, each on a fresh copy of the logits (the copy is not timed). Needs CUDA.
+For each batch size and share of allowed tokens (``--density``), every backend's result is first
+checked against ``torch.where`` on a bool mask. Then, per call:
+
+- ``gpu µs``: CUDA-event time of ``--iters`` back-to-back calls, divided by ``--iters`` (applying a
+  mask twice changes nothing, so the calls need no fresh logits);
+- ``host µs``: the Python-side time to launch one call (perf_counter over the same loop, no
+  synchronisation inside it): what a decode step pays on the CPU before the GPU runs.
+
+The first (JIT) call is reported apart. xgrammar's backends (``cuda``, ``triton``) run when
+xgrammar imports; ratios are peer time / grammarsd Triton time (> 1: grammarsd is faster). Needs CUDA.
 """
 
 from __future__ import annotations
 
 import argparse
 import platform
-import statistics
+import time
 from collections.abc import Callable
 
 import torch
 
 import grammarsd as gs
-from grammarsd.kernels.torch_ref import unpack_bitmask
 
-BACKENDS = ("torch", "triton")
+Apply = Callable[[torch.Tensor, torch.Tensor], None]
+DEVICE = "cuda"
 
 
-def _cuda_ms(fn: Callable[[], None]) -> float:
+def backends() -> dict[str, Apply]:
+    """Every backend that runs here, by name; grammarsd's Triton backend first."""
+    out: dict[str, Apply] = {
+        "grammarsd-triton": lambda x, m: gs.apply_token_bitmask_inplace(x, m, backend="triton"),
+        "grammarsd-torch": lambda x, m: gs.apply_token_bitmask_inplace(x, m, backend="torch"),
+    }
+    try:
+        import xgrammar
+    except ImportError as exc:
+        print(f"# xgrammar not measured: {exc}")
+        return out
+    for name in ("cuda", "triton"):
+        out[f"xgrammar-{name}"] = (
+            lambda x, m, b=name: xgrammar.apply_token_bitmask_inplace(x, m, backend=b)  # type: ignore[misc]
+        )
+    return out
+
+
+def random_bitmask(batch: int, vocab: int, density: float, seed: int) -> torch.Tensor:
+    """int32 ``[batch, ceil(vocab / 32)]`` on the GPU, each token allowed with probability ``density``."""
+    gen = torch.Generator(device=DEVICE).manual_seed(seed)
+    allowed = torch.rand(batch, (vocab + 31) // 32 * 32, device=DEVICE, generator=gen) < density
+    shifts = torch.arange(32, dtype=torch.int64, device=DEVICE)
+    words = (allowed.view(batch, -1, 32).long() << shifts).sum(-1)
+    return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+
+
+def time_backend(apply: Apply, logits: torch.Tensor, bitmask: torch.Tensor, iters: int) -> tuple[float, float]:
+    """(GPU µs per call, host launch µs per call) over ``iters`` back-to-back calls."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
     start.record()
-    fn()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        apply(logits, bitmask)
+    host = time.perf_counter() - t0
     end.record()
     torch.cuda.synchronize()
-    return float(start.elapsed_time(end))
+    return 1e3 * start.elapsed_time(end) / iters, 1e6 * host / iters
 
 
-def bench_one(batch: int, vocab: int, dtype: torch.dtype, iters: int) -> dict[str, tuple[float, float]]:
-    """``{backend: (first-call ms, median steady-state µs)}`` for one shape (results asserted)."""
-    gen = torch.Generator(device="cuda").manual_seed(batch)
-    logits = torch.randn(batch, vocab, device="cuda", dtype=dtype, generator=gen)
-    width = (vocab + 31) // 32
-    bitmask = torch.randint(
-        -(2**31), 2**31 - 1, (batch, width), dtype=torch.int32, device="cuda", generator=gen
-    )
-    allowed = unpack_bitmask(bitmask.cpu(), vocab).cuda()
+def bench_shape(
+    batch: int, vocab: int, density: float, dtype: torch.dtype, iters: int, apply_fns: dict[str, Apply]
+) -> dict[str, tuple[float, float, float]]:
+    """``{backend: (first-call ms, gpu µs, host µs)}`` for one shape; results asserted first."""
+    gen = torch.Generator(device=DEVICE).manual_seed(batch)
+    logits = torch.randn(batch, vocab, device=DEVICE, dtype=dtype, generator=gen)
+    bitmask = random_bitmask(batch, vocab, density, seed=batch + 1)
+    bits = (bitmask.unsqueeze(-1) >> torch.arange(32, device=DEVICE, dtype=torch.int32)) & 1
+    allowed = bits.reshape(batch, -1)[:, :vocab].bool()
     expected = torch.where(allowed, logits, torch.full_like(logits, float("-inf")))
-    out: dict[str, tuple[float, float]] = {}
-    for backend in BACKENDS:
+    out = {}
+    for name, apply in apply_fns.items():
         work = logits.clone()
-        first = _cuda_ms(lambda: gs.apply_token_bitmask_inplace(work, bitmask, backend=backend))  # noqa: B023
-        assert torch.equal(work, expected), f"{backend} disagrees with torch.where"
-        times = []
-        for _ in range(iters):
-            work.copy_(logits)
-            times.append(
-                _cuda_ms(lambda: gs.apply_token_bitmask_inplace(work, bitmask, backend=backend))  # noqa: B023
-            )
-        out[backend] = (first, 1e3 * statistics.median(times))
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        apply(work, bitmask)
+        torch.cuda.synchronize()
+        first = 1e3 * (time.perf_counter() - t0)
+        assert torch.equal(work, expected), f"{name} disagrees with torch.where"
+        time_backend(apply, work, bitmask, 10)  # warm
+        out[name] = (first, *time_backend(apply, work, bitmask, iters))
     return out
 
 
@@ -60,22 +99,29 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--vocab", type=int, default=128_256)
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 64, 4096])
+    ap.add_argument("--density", type=float, nargs="+", default=[0.01, 0.5, 0.99])
     ap.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
-    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--iters", type=int, default=200)
     args = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("this benchmark needs a CUDA device")
     import triton
 
-    dtype = getattr(torch, args.dtype)
+    apply_fns = backends()
     print(
-        f"{torch.cuda.get_device_name()} | torch {torch.__version__} | triton {triton.__version__} | "
-        f"python {platform.python_version()} | V={args.vocab} {args.dtype}"
+        f"# {torch.cuda.get_device_name()} | torch {torch.__version__} | triton {triton.__version__}"
+        f" | python {platform.python_version()} | V={args.vocab} {args.dtype}"
     )
-    print(f"{'batch':>6} {'backend':>8} {'first ms':>9} {'median µs':>10}")
+    print(f"{'batch':>6} {'density':>7} {'backend':>17} {'first ms':>9} {'gpu µs':>9} "
+          f"{'host µs':>8} {'gpu ratio':>9}")
     for batch in args.batch:
-        for backend, (first, steady) in bench_one(batch, args.vocab, dtype, args.iters).items():
-            print(f"{batch:>6} {backend:>8} {first:>9.1f} {steady:>10.1f}")
+        for density in args.density:
+            rows = bench_shape(batch, args.vocab, density, getattr(torch, args.dtype), args.iters,
+                               apply_fns)
+            ours = rows["grammarsd-triton"][1]
+            for name, (first, gpu, host) in rows.items():
+                print(f"{batch:>6} {density:>7.2f} {name:>17} {first:>9.1f} {gpu:>9.1f} "
+                      f"{host:>8.1f} {gpu / ours:>9.2f}", flush=True)
 
 
 if __name__ == "__main__":

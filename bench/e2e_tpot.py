@@ -5,7 +5,7 @@ grammar compile, caches), then ``--repeats`` timed calls; reports the median TPO
 output token after the first, prefill excluded), tokens, forced tokens, forward passes and the
 share of time spent filling masks. Outputs are checked (parse/validate) before they are timed.
 
-    python bench/e2e_tpot.py [--model smollm2] [--repeats 3]
+    python bench/e2e_tpot.py [--model smollm2] [--device cpu|cuda] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -60,11 +60,13 @@ def run(lm: gs.LoadedModel, repeats: int, **options: Any) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=None)
+    ap.add_argument("--device", default="cpu")
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    lm = gs.load_model(args.model)
-    print(f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, grammarsd {gs.__version__}, model {lm.name}")
+    lm = gs.load_model(args.model, device=args.device)
+    where = torch.cuda.get_device_name() if lm.device.type == "cuda" else (
+        f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads")
+    print(f"# {where}, torch {torch.__version__}, grammarsd {gs.__version__}, model {lm.name}")
     compact = {"whitespace": "compact"}
     cases: dict[str, dict[str, Any]] = {
         "schema (flexible ws)": {"schema": CITIES, "max_tokens": 400},

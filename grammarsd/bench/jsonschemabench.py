@@ -362,6 +362,7 @@ class Protocol:
     """The settings that make results comparable (a rerun into the same directory must match)."""
 
     model: str | None = None
+    device: str = "cpu"
     max_tokens: int = 500
     compile_timeout_s: float = 40.0
     generation_timeout_s: float = 60.0
@@ -384,7 +385,7 @@ class _Runner:
         if threads:
             torch.set_num_threads(threads)
         start = time.perf_counter()
-        self.lm = load_model(protocol.model)
+        self.lm = load_model(protocol.model, device=protocol.device)
         self.load_s = time.perf_counter() - start
         self.protocol = protocol
         tok = self.lm.tokenizer
@@ -727,6 +728,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--subsets", default=None, help="comma-separated subsets (default: all)")
     parser.add_argument("--limit", type=int, default=None, help="N schemas per subset, spread")
     parser.add_argument("--model", default=None, help="load_model name or path (default: smollm2)")
+    parser.add_argument("--device", default="cpu", help="where the model runs: cpu, cuda (cpu)")
     parser.add_argument(
         "--engines",
         default=",".join(DEFAULT_ENGINES),
@@ -759,6 +761,7 @@ def run_from_args(args: argparse.Namespace, out: TextIO) -> int:
             engines=engines,
             protocol=Protocol(
                 model=args.model,
+                device=args.device,
                 max_tokens=args.max_tokens,
                 compile_timeout_s=args.compile_timeout,
                 generation_timeout_s=args.generation_timeout,

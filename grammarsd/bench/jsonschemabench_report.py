@@ -208,12 +208,13 @@ def write_report(
     table = rows(records)
     env: dict[str, Any] = environment([e for e in cfg.engines if e != UNCONSTRAINED])
     env["model"] = cfg.protocol.model or "smollm2 (default)"
+    env["device"] = cfg.protocol.device
     env["torch_threads"] = cfg.threads
     env["workers"] = cfg.workers
     (cfg.out_dir / "environment.json").write_text(json.dumps(env, indent=2) + "\n", "utf-8")
     p = cfg.protocol
     text = (
-        f"# JSONSchemaBench ({cfg.split} split, model {env['model']})\n\n"
+        f"# JSONSchemaBench ({cfg.split} split, model {env['model']} on {p.device})\n\n"
         f"Greedy, at most {p.max_tokens} tokens, compile timeout {p.compile_timeout_s:g} s, "
         f"generation timeout {p.generation_timeout_s:g} s; rates are bootstrap median ± std over "
         "1000 resamples.\n\n"

@@ -140,7 +140,7 @@ def ratio(engine: str, records: Sequence[SchemaRecord], baseline: Sequence[Schem
 
 
 def environment(engine_specs: Sequence[str]) -> dict[str, Any]:
-    """CPU model and count, OS, Python, numpy, numba, torch and every engine's package version."""
+    """CPU model and count, GPU, OS, Python, numpy, numba, torch and every engine's package version."""
     from grammarsd.bench.engines import engine_class
 
     cpu = platform.processor() or platform.machine()
@@ -166,6 +166,8 @@ def environment(engine_specs: Sequence[str]) -> dict[str, Any]:
         import torch
 
         env["torch"] = torch.__version__
+        if torch.cuda.is_available():
+            env["gpu"] = torch.cuda.get_device_name()
     except ImportError:
         pass
     for spec in engine_specs:
