@@ -76,6 +76,7 @@ from grammarsd.grammar.automata import (
     CharDFA,
     Tagger,
     _atom_bounds,
+    _compound_nodes,
     _Nfa,
     _surrogate_atoms,
     canonical_table,
@@ -418,25 +419,56 @@ def _unit_key(unit: ByteDFA) -> int:
 
 def _build_with_rules(expr: Expr, rules: RuleSet, nonempty: bool, max_states: int) -> ByteDFA:
     """``build_byte_dfa`` for a lexeme that references rule groups (same two spelling paths)."""
-    table = {name: (group, body) for name, group, body in rules}
-    if _has_json_char(expr) or any(_has_json_char(body) for _, _, body in rules):
+    if _has_json_char(expr) or _rule_bodies(rules).json_chars:
         try:
-            table_t = _rule_table(expr, table, decoded_class, max_states)
+            table_t = _rule_table(expr, rules, decoded_class, max_states)
             return _finish(_Lowering(*table_t, max_states).build(), nonempty, max_states)
         except _Overlap:
             pass  # as in build_byte_dfa: expand the encodings as IR
-    plain = _rule_table(expr, table, None, max_states)
+    plain = _rule_table(expr, rules, None, max_states)
     return _finish(_Lowering(*plain, max_states).build(), nonempty, max_states)
 
 
+@dataclass(frozen=True, eq=False)
+class _RuleBodies:
+    """What every lexeme referencing one ``RuleSet`` needs of its bodies, found once per set
+    (``_rule_bodies``, ``_rule_atoms``): a big pattern automaton is a group of thousands of
+    state rules, and each of its hundreds of lexemes walked them all again."""
+
+    table: dict[str, tuple[int, Expr]]  # name -> (group, body)
+    json_chars: bool  # some body holds a JSON character encoding (``_has_json_char``)
+
+
+@functools.lru_cache(maxsize=16)
+def _rule_bodies(rules: RuleSet) -> _RuleBodies:
+    """The bodies of ``rules`` by name, and whether any holds a JSON character encoding."""
+    return _RuleBodies({name: (group, body) for name, group, body in rules},
+                       any(_has_json_char(body) for _, _, body in rules))
+
+
+@functools.lru_cache(maxsize=16)
+def _rule_atoms(rules: RuleSet, tag: Tagger | None) -> tuple[np.ndarray, frozenset[int],
+                                                             frozenset[int]]:
+    """The atom starts the bodies of ``rules`` cut (``automata._atom_bounds``), the ids of
+    their compound nodes and of those shared (``automata._compound_nodes``), spelled with
+    ``tag``. The cache keeps ``rules`` alive, so the ids stay theirs."""
+    bodies = [body for _, _, body in rules]
+    shared: set[int] = set()
+    met = _compound_nodes(bodies, tag, shared)
+    return _atom_bounds(Choice(tuple(bodies)), tag, refs=True), frozenset(met), frozenset(shared)
+
+
 def _rule_table(
-    expr: Expr, rules: dict[str, tuple[int, Expr]], tag: Tagger | None, max_states: int
+    expr: Expr, rules: RuleSet, tag: Tagger | None, max_states: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The minimal character table of ``expr`` with its rule references expanded (tagged
-    symbols as in ``automata.tagged_table`` when ``tag`` is given): (bounds, trans, accept)."""
-    bounds = _atom_bounds(Choice((expr, *(body for _, body in rules.values()))), tag, refs=True)
-    nfa = _RuleNfa(bounds, max(100_000, 20 * max_states), tag, rules)
-    nfa.share(expr, *(body for _, body in rules.values()))
+    symbols as in ``automata.tagged_table`` when ``tag`` is given): (bounds, trans, accept).
+    The bodies' part of the atoms and of the sharing is the same for every lexeme of
+    ``rules``; only ``expr`` is walked."""
+    body_bounds, met, shared = _rule_atoms(rules, tag)
+    bounds = np.union1d(_atom_bounds(expr, tag, refs=True), body_bounds)
+    nfa = _RuleNfa(bounds, max(100_000, 20 * max_states), tag, _rule_bodies(rules).table)
+    nfa.share(expr, met=met, shared=shared)
     start, final = nfa.new(), nfa.new()
     nfa.build(expr, start, final)
     trans, accept = nfa.determinize(start, final, max_states)

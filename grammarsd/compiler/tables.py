@@ -61,6 +61,7 @@ from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
 from grammarsd.compiler.lexer import ByteDFA, RuleSet, build_byte_dfa
 from grammarsd.errors import EmptyLanguageError, GrammarError, GrammarTooLargeError
@@ -601,7 +602,7 @@ class _Lowering:
         self,
         grammar: Grammar,
         limits: CompileLimits,
-        dfa_builder: Callable[[Expr, RuleSet, bytes], ByteDFA],
+        dfa_builder: Callable[[Expr, RuleSet, bytes], _PackedDfa],
     ) -> None:
         self.grammar = grammar
         self.limits = limits
@@ -623,7 +624,7 @@ class _Lowering:
         self.helper_nt: dict[object, int] = {}
         self.term_id: dict[Expr, int] = {}
         self.term_exprs: list[Expr] = []
-        self.term_dfas: list[ByteDFA] = []
+        self.term_dfas: list[_PackedDfa] = []
         self.term_info: dict[Expr, tuple[bool, bool]] = {}  # expr -> (nonempty part, nullable)
 
     # -- symbols -------------------------------------------------------------
@@ -1073,6 +1074,10 @@ class _PackedDfa:
     cap: int
     char_start: np.ndarray | None
 
+    @property
+    def num_states(self) -> int:
+        return int(self.table.shape[0])
+
     @classmethod
     def pack(cls, dfa: ByteDFA) -> _PackedDfa:
         columns = np.ascontiguousarray(dfa.trans.T)
@@ -1082,6 +1087,7 @@ class _PackedDfa:
         return cls(classes, table, dfa.accept, dfa.tile, dfa.cap, dfa.char_start)
 
     def unpack(self) -> ByteDFA:
+        """The ``ByteDFA`` (the reference: ``_place`` writes the same rows into the tables)."""
         return ByteDFA(np.ascontiguousarray(self.table[:, self.classes]), self.accept, self.tile,
                        self.cap, self.char_start)
 
@@ -1107,9 +1113,10 @@ class _DfaCache:
         self._lock = threading.Lock()
 
     def get(self, expr: Expr, max_states: int, rules: RuleSet = (),
-            rules_digest: bytes | None = None) -> ByteDFA:
-        """The DFA of ``expr`` (``build_byte_dfa(expr, nonempty=True, ...)``);
-        ``rules_digest`` is ``_rules_digest(rules)`` where the caller keeps it."""
+            rules_digest: bytes | None = None) -> _PackedDfa:
+        """The DFA of ``expr`` (``build_byte_dfa(expr, nonempty=True, ...)``), packed as the
+        tables take it (``_place``); ``rules_digest`` is ``_rules_digest(rules)`` where the
+        caller keeps it."""
         if rules_digest is None:
             rules_digest = _rules_digest(rules)
         key = (_fingerprint(expr) + rules_digest, max_states)
@@ -1117,7 +1124,7 @@ class _DfaCache:
             packed = self._items.get(key)
             if packed is not None:
                 self._items.move_to_end(key)
-                return packed.unpack()
+                return packed
         dfa = build_byte_dfa(expr, nonempty=True, max_states=max_states, rules=rules)
         packed = _PackedDfa.pack(dfa)
         with self._lock:
@@ -1127,7 +1134,7 @@ class _DfaCache:
                 while self._bytes > self.max_bytes and len(self._items) > 1:
                     _, old = self._items.popitem(last=False)
                     self._bytes -= old.nbytes
-        return dfa
+        return packed
 
 
 _DFA_CACHE = _DfaCache()
@@ -1161,6 +1168,25 @@ def _fingerprint(root: Expr) -> bytes:
     return root.__dict__["_fingerprint"]
 
 
+@njit(cache=True, nogil=True)
+def _place(table: np.ndarray, classes: np.ndarray, offset: int, trans: np.ndarray,
+           has_out: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Writes the packed DFA ``table[:, classes]`` (int32 [n, k], uint8 [256]) into rows
+    ``offset .. offset + n - 1`` of the shared ``trans`` (int32 [Q, 256]), its targets shifted
+    by ``offset`` (-1 stays dead), and marks in ``has_out`` (uint8 [Q]) the rows with a live
+    byte: one pass over the rows, with no dense copy of the table in between."""
+    for r in range(table.shape[0]):
+        live = 0
+        for b in range(256):
+            target = table[r, classes[b]]
+            if target >= 0:
+                trans[offset + r, b] = target + offset
+                live = 1
+            else:
+                trans[offset + r, b] = -1
+        has_out[offset + r] = live
+
+
 def _rules_digest(rules: RuleSet) -> bytes:
     """A 16-byte digest of the rule groups a lexeme references (empty for none)."""
     if not rules:
@@ -1180,7 +1206,7 @@ def build_tables(
     """Lower ``grammar`` to flat Earley tables; see the module docstring for the layout."""
     limits = limits or CompileLimits()
 
-    def dfa_builder(expr: Expr, rules: RuleSet, rules_digest: bytes) -> ByteDFA:
+    def dfa_builder(expr: Expr, rules: RuleSet, rules_digest: bytes) -> _PackedDfa:
         return _DFA_CACHE.get(expr, limits.max_dfa_states, rules, rules_digest)
 
     low = _Lowering(grammar, limits, dfa_builder)
@@ -1218,10 +1244,12 @@ def build_tables(
     np.cumsum(counts, out=nt_ptr[1:])
 
     dfas = [low.term_dfas[t] for t in used_t]
-    total = sum(d.trans.shape[0] for d in dfas)
+    total = sum(d.num_states for d in dfas)
     if total > limits.max_dfa_states:
         raise GrammarTooLargeError("dfa_states", total, limits.max_dfa_states)
-    dfa_trans = np.full((max(total, 1), 256), -1, dtype=np.int32)
+    # every row of a live table is written by ``_place``; an empty one is one dead row
+    dfa_trans = np.empty((total, 256), np.int32) if total else np.full((1, 256), -1, np.int32)
+    dfa_has_out = np.zeros(max(total, 1), dtype=np.uint8)
     dfa_accept = np.zeros(max(total, 1), dtype=np.uint8)
     state_term = np.zeros(max(total, 1), dtype=np.int32)
     state_tile = np.full((max(total, 1), 4), -1, dtype=np.int64)
@@ -1230,9 +1258,8 @@ def build_tables(
     term_cap = np.zeros(len(dfas), dtype=np.int32)
     offset = 0
     for t, d in enumerate(dfas):
-        n = d.trans.shape[0]
-        block = d.trans.astype(np.int32)
-        dfa_trans[offset : offset + n] = np.where(block >= 0, block + offset, -1)
+        n = d.num_states
+        _place(d.table, d.classes, offset, dfa_trans, dfa_has_out)
         dfa_accept[offset : offset + n] = d.accept
         state_term[offset : offset + n] = t
         if d.tile is not None:
@@ -1242,7 +1269,6 @@ def build_tables(
             term_cap[t] = d.cap
         term_start[t] = offset
         offset += n
-    dfa_has_out = np.asarray((dfa_trans >= 0).any(axis=1), dtype=np.uint8)
     follow_bytes = _follow_bytes(
         [
             (nt_map[lhs], tuple(nt_map[s] if s >= 0 else -t_map[-s - 1] - 1 for s in body))

@@ -40,7 +40,8 @@ from __future__ import annotations
 import heapq
 import itertools
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from typing import Literal as TypingLiteral
 
 import numpy as np
@@ -432,6 +433,27 @@ def _atom_bounds(expr: Expr, tag: Tagger | None = None, *, refs: bool = False) -
     return np.array(sorted(cuts), np.int64)
 
 
+def _compound_nodes(roots: Iterable[Expr], tag: Tagger | None, shared: set[int],
+                   met: AbstractSet[int] = frozenset()) -> set[int]:
+    """The ids of the compound sub-expressions of ``roots`` (``Seq``, ``Choice``, ``Repeat``;
+    not inside a node ``tag`` recognises); adds to ``shared`` those occurring more than once,
+    counting an occurrence in other roots, which ``met`` holds the compound nodes of. A node
+    counts once per parent that holds it (and per root), whatever the order of the walk."""
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack:
+        e = stack.pop()
+        if not isinstance(e, (Seq, Choice, Repeat)):
+            continue
+        if id(e) in seen or id(e) in met:
+            shared.add(id(e))
+            continue
+        seen.add(id(e))
+        if tag is None or tag(e) is None:
+            stack.extend(e.items if isinstance(e, (Seq, Choice)) else (e.item,))
+    return seen
+
+
 class _Nfa:
     """A Thompson NFA whose character edges are atom-index intervals.
 
@@ -460,20 +482,13 @@ class _Nfa:
         self.shared: set[int] = set()  # ids of compound nodes met more than once (``share``)
         self.entries: dict[tuple[int, int], int] = {}  # (id, end) -> entry of its fragment
 
-    def share(self, *roots: Expr) -> None:
-        """Mark the compound sub-expressions of ``roots`` that occur more than once."""
-        seen: set[int] = set()
-        stack = list(roots)
-        while stack:
-            e = stack.pop()
-            if not isinstance(e, (Seq, Choice, Repeat)):
-                continue
-            if id(e) in seen:
-                self.shared.add(id(e))
-                continue
-            seen.add(id(e))
-            if self.tag is None or self.tag(e) is None:
-                stack.extend(e.items if isinstance(e, (Seq, Choice)) else (e.item,))
+    def share(self, *roots: Expr, met: AbstractSet[int] = frozenset(),
+              shared: AbstractSet[int] = frozenset()) -> None:
+        """Mark the compound sub-expressions of ``roots`` that occur more than once. ``met``
+        and ``shared``: what ``_compound_nodes`` found in other roots of the same NFA (walked
+        once for many NFAs), so that a node of ``roots`` met there is shared too."""
+        self.shared.update(shared)
+        _compound_nodes(roots, self.tag, self.shared, met)
 
     def new(self) -> int:
         eps = self.eps

@@ -387,6 +387,11 @@ _NO_REFS: frozenset[str] = frozenset()
 
 
 def _refs_of(root: Expr) -> frozenset[str]:
+    if isinstance(root, (Literal, CharClass)):
+        return _NO_REFS
+    hit = root.__dict__.get("_refs")
+    if hit is not None:  # the common case: no walk to set up
+        return hit
     for e in uncached_postorder(root, "_refs"):
         if isinstance(e, Ref):
             object.__setattr__(e, "_refs", frozenset((e.name,)))

@@ -39,9 +39,9 @@ def test_equal_structure_shares_an_entry(monkeypatch: pytest.MonkeyPatch) -> Non
 
     monkeypatch.setattr(tables, "build_byte_dfa", counting)
     cache = _DfaCache()
-    first = cache.get(_expr(3), 1_000)
-    again = cache.get(_expr(3), 1_000)
-    other = cache.get(_expr(4), 1_000)  # negative control: one bound differs
+    first = cache.get(_expr(3), 1_000).unpack()
+    again = cache.get(_expr(3), 1_000).unpack()
+    other = cache.get(_expr(4), 1_000).unpack()  # negative control: one bound differs
     assert len(built) == 2
     assert np.array_equal(first.trans, again.trans)
     assert first.num_states != other.num_states

@@ -18,13 +18,29 @@ import json
 import re
 
 import jsonschema
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import grammarsd as gs
+from grammarsd.compiler.lexer import build_byte_dfa
 from grammarsd.compiler.tables import CompileLimits, _chunked, build_tables
-from grammarsd.grammar.ir import Choice, Expr, Grammar, Literal, Ref, Repeat, Seq, lit, repeat, seq
+from grammarsd.grammar.ir import (
+    EMPTY,
+    Choice,
+    Expr,
+    Grammar,
+    Literal,
+    Ref,
+    Repeat,
+    Seq,
+    chars,
+    choice,
+    lit,
+    repeat,
+    seq,
+)
 from grammarsd.grammar.json_schema import schema_to_grammar
 from grammarsd.tokenizer.info import TokenizerInfo
 
@@ -247,3 +263,25 @@ def test_big_leaf_rule_in_the_middle_of_a_terminal(limit: int) -> None:
                       limits=CompileLimits(max_terminal_size=limit), cache=False)
     for text in ["<abd>", "<abccd>", "<abd", "abd>", "<ab>", "<abdd>"]:
         assert _accepts(g, text) == bool(re.fullmatch(r"<abc*d>", text)), (limit, text)
+
+
+def test_lexemes_of_one_rule_set_equal_their_inlined_dfas() -> None:
+    # the bodies' atoms and sharing are found once per rule set (``lexer._rule_atoms``) and
+    # reused by every lexeme of it: each lexeme, one with classes the bodies do not cut and
+    # one sharing a node with a body included, must give the DFA of its inlined regex
+    shared = seq(lit("ab"), repeat(chars([(ord("a"), ord("z"))]), 0, 3))
+    q0 = Choice((seq(lit("x"), Ref("q1")), EMPTY))
+    rules = (("q0", 0, q0), ("q1", 0, choice(seq(shared, Ref("q0")), seq(lit("é"), Ref("q0")))))
+    star = repeat(seq(lit("x"), choice(shared, lit("é"))), 0, None)  # q0 inlined
+    digit = chars([(ord("0"), ord("9"))])
+    lexemes = {
+        Ref("q0"): star,
+        seq(lit("z"), Ref("q1")): seq(lit("z"), choice(shared, lit("é")), star),
+        seq(shared, Ref("q0")): seq(shared, star),
+        seq(digit, Ref("q1")): seq(digit, choice(shared, lit("é")), star),
+    }
+    for lexeme, inlined in lexemes.items():
+        got = build_byte_dfa(lexeme, nonempty=True, rules=rules)
+        want = build_byte_dfa(inlined, nonempty=True)
+        assert np.array_equal(got.trans, want.trans), lexeme
+        assert np.array_equal(got.accept, want.accept), lexeme

@@ -1244,26 +1244,13 @@ def _prune(rules: dict[str, Expr]) -> dict[str, Expr]:
     placeholder or dead object state may survive.
     """
     out = _Productive(rules).rewritten()
-    reachable: set[str] = set()
-    walked: set[int] = set()  # ids of subexpressions already walked (all alive in ``out``)
+    reachable = {"start"}
     stack = ["start"]
-    while stack:
-        name = stack.pop()
-        if name in reachable:
-            continue
-        reachable.add(name)
-        e_stack = [out[name]]
-        while e_stack:
-            e = e_stack.pop()
-            if id(e) in walked:
-                continue
-            walked.add(id(e))
-            if isinstance(e, Ref):
-                stack.append(e.name)
-            elif isinstance(e, (Seq, Choice)):
-                e_stack.extend(e.items)
-            elif isinstance(e, (Repeat, Capped)):
-                e_stack.append(e.item)
+    while stack:  # over the references each node keeps (``ref_names``): no expression walk
+        for name in ref_names(out[stack.pop()]):
+            if name not in reachable:
+                reachable.add(name)
+                stack.append(name)
     return {name: e for name, e in out.items() if name in reachable}
 
 
