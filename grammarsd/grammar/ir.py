@@ -286,13 +286,14 @@ def seq(*items: Expr) -> Expr:
     """Concatenation, flattened; literals merged; EMPTY dropped; NOTHING absorbs."""
     out: list[Expr] = []
     for item in items:
-        parts = item.items if isinstance(item, Seq) else (item,)
-        for part in parts:
-            if part == NOTHING:
+        for part in item.items if type(item) is Seq else (item,):
+            # equality with NOTHING / EMPTY, spelled as type tests (this runs per IR node built)
+            kind = type(part)
+            if kind is Choice and not part.items:  # type: ignore[union-attr]
                 return NOTHING
-            if isinstance(part, Literal) and out and isinstance(out[-1], Literal):
-                out[-1] = Literal(out[-1].text + part.text)
-            elif part != EMPTY:
+            if kind is Literal and out and type(out[-1]) is Literal:
+                out[-1] = Literal(out[-1].text + part.text)  # type: ignore[union-attr]
+            elif kind is not Seq or part.items:  # type: ignore[union-attr]
                 out.append(part)
     return out[0] if len(out) == 1 else Seq(tuple(out))
 

@@ -62,6 +62,11 @@ class _ObjectBuilder:
             names += [k for k in [key, *deps] if k not in names]
         self.names = names
         self.required = set(m.required)
+        # next_required[j]: index of the first required name at j or later (len(names): none);
+        # j runs to len(names) + 1, one past the last state after other keys
+        self.next_required = [len(names)] * (len(names) + 2)
+        for j in range(len(names) - 1, -1, -1):
+            self.next_required[j] = j if names[j] in self.required else self.next_required[j + 1]
         self.patterns = [(pat, spec_i, node) for spec_i, spec in enumerate(m.objects)
                          for pat, node in spec.patterns]
         if len({p for p, _, _ in self.patterns}) > _MAX_PATTERN_PROPERTIES:
@@ -235,8 +240,7 @@ class _ObjectBuilder:
                 if not any_order:
                     if other_started or i <= last:
                         continue
-                    skipped = self.names[last + 1:i]
-                    if any(s in self.required for s in skipped):
+                    if i > self.next_required[last + 1]:  # would skip a required name
                         break
                 new_seen = seen | {k}
                 if not any_order:
@@ -244,8 +248,7 @@ class _ObjectBuilder:
                 alts += [seq(lead, member, self._state(new_seen, i if not any_order else -1,
                                                        False, nxt, shown | more))
                          for member, more in self.values[i]]
-            if self.others and (any_order or not any(
-                    n in self.required for n in self.names[last + 1:])):
+            if self.others and (any_order or self.next_required[last + 1] == len(self.names)):
                 last_other = len(self.names) if not any_order else -1
                 alts += [seq(lead, member, self._state(seen, last_other, not any_order, nxt,
                                                        shown | more))
