@@ -109,6 +109,7 @@ _MULTI_BYTE_FORMS = (
 # targets different; target -1 is dead. The last piece runs to the end of the domain.
 Pieces = tuple[tuple[int, int], ...]
 _DEAD: Pieces = ((0, -1),)
+_NO_TARGET = 1 << 62  # above every target: ``(cp, _NO_TARGET)`` sorts after each piece at cp
 
 RuleSet = tuple[tuple[str, int, Expr], ...]
 """Rules a lexeme may reference: ``(name, group, body)`` sorted by name, closed under the
@@ -503,16 +504,20 @@ class _RuleNfa(_Nfa):
         group = self.rules[expr.name][0]
         instance = self.open.get(group)
         if instance is not None:
-            self.eps[start].append(self._entry(instance, expr.name))
+            self.eps += (start, self._entry(instance, expr.name))
             return
         instance = ({}, [])
         self.open[group] = instance
-        self.eps[start].append(self._entry(instance, expr.name))
+        self.eps += (start, self._entry(instance, expr.name))
         entries, todo = instance
         while todo:
             name = todo.pop()
             self.build(self.rules[name][1], entries[name], end)
         del self.open[group]
+
+    def _stampable(self) -> bool:
+        """A tail reference inside a copy would enter an open instance, shared by all copies."""
+        return not self.open
 
     def _entry(self, instance: tuple[dict[str, int], list[str]], name: str) -> int:
         entries, todo = instance
@@ -573,7 +578,9 @@ class _Lowering:
     ``\\uXXXX`` in either case, or as a surrogate pair; see ``grammar.encodings``).
     Rows ``0..n-1`` are the character states; later rows are hash-consed intermediate states:
     ``(continuation bytes left, Pieces)`` for UTF-8, and tagged keys for the escape states
-    (after ``\\``; ``d`` hex digits left; a surrogate pair's low half still to come).
+    (after ``\\``; ``d`` hex digits left; a surrogate pair's low half still to come). Rows live
+    in ``table`` (int32 [capacity, 256], doubled as needed; ``size`` rows in use), so write a
+    row by index once its children are made, never through a view kept across them.
     """
 
     def __init__(self, bounds: np.ndarray, trans: np.ndarray, accept: np.ndarray,
@@ -585,9 +592,9 @@ class _Lowering:
         self.max_states = max_states
         n = trans.shape[0]
         # character rows: ASCII spelled at once for every state (one byte = one code point)
-        self.table = np.full((n, 256), -1, np.int32)
-        self.table[:, :0x80] = trans[:, np.searchsorted(bounds, np.arange(0x80), "right") - 1]
-        self.rows: list[np.ndarray] = list(self.table)
+        self.table = np.full((n + n // 2 + 16, 256), -1, np.int32)
+        self.table[:n, :0x80] = trans[:, np.searchsorted(bounds, np.arange(0x80), "right") - 1]
+        self.size = n
         self.nodes: dict[tuple[object, ...], int] = {}
         self.wide: dict[Pieces, list[tuple[int, int, int]]] = {}  # see ``_utf8_row``
 
@@ -605,20 +612,18 @@ class _Lowering:
                 plain = _union(plain, raw)
                 if _at(plain, 0x5C) >= 0:
                     raise _Overlap()
-                self.rows[s][0x5C] = self._escape(encoded)
-            self._utf8_row(self.rows[s], plain)
-        accept = np.zeros(len(self.rows), bool)
+                escape = self._escape(encoded)
+                self.table[s, 0x5C] = escape
+            self._utf8_row(s, plain)
+        accept = np.zeros(self.size, bool)
         accept[:n] = self.accept
-        return np.vstack(self.rows), accept
+        return self.table[: self.size], accept
 
-    def _utf8_row(self, row: np.ndarray, pieces: Pieces) -> None:
-        """Spell every code point of ``pieces`` (over 0..0x10FFFF) in UTF-8 from ``row``.
+    def _utf8_row(self, state: int, pieces: Pieces) -> None:
+        """Spell every code point of ``pieces`` (over 0..0x10FFFF) in UTF-8 from ``state``.
 
         The lead-byte runs depend only on the map above U+007F, so they are computed once per
         distinct map (``self.wide``) as ``(first lead, last lead, node)`` runs."""
-        for start, end, target in _spans(pieces, 0x7F):
-            if target >= 0:
-                row[start : end + 1] = target
         key = _restrict(pieces, 0x80, TAG_OFFSET)
         runs = self.wide.get(key)
         if runs is None:
@@ -626,6 +631,10 @@ class _Lowering:
             for prefix, depth, lo, hi in _MULTI_BYTE_FORMS:
                 clipped = _overwrite(_overwrite(pieces, 0, lo - 1, -1), hi + 1, None, -1)
                 runs += self._runs(clipped, prefix, depth, hi)
+        row = self.table[state]
+        for start, end, target in _spans(pieces, 0x7F):
+            if target >= 0:
+                row[start : end + 1] = target
         for first, last, node in runs:
             row[first : last + 1] = node
 
@@ -637,14 +646,17 @@ class _Lowering:
         return [(prefix + lo, prefix + hi, self._node(depth, sub))
                 for lo, hi, sub in _split(pieces, 64**depth, last)]
 
-    def _new_row(self, key: tuple[object, ...]) -> tuple[int, np.ndarray]:
-        node = len(self.rows)
-        if node >= self.max_states:
-            raise GrammarTooLargeError("dfa_states", node + 1, self.max_states)
-        self.nodes[key] = node
-        row = np.full(256, -1, np.int32)
-        self.rows.append(row)
-        return node, row
+    def _new_rows(self, count: int) -> int:
+        """The first of ``count`` fresh dead rows."""
+        node = self.size
+        self.size += count
+        if self.size > self.max_states:
+            raise GrammarTooLargeError("dfa_states", self.size, self.max_states)
+        if self.size > self.table.shape[0]:
+            more = np.full((max(self.size, 2 * self.table.shape[0]), 256), -1, np.int32)
+            more[:node] = self.table[:node]
+            self.table = more
+        return node
 
     def _node(self, depth: int, pieces: Pieces) -> int:
         """The state that still reads ``depth`` continuation bytes, then maps by ``pieces``."""
@@ -656,9 +668,9 @@ class _Lowering:
         node = self.nodes.get(key)
         if node is not None:
             return node
-        node, row = self._new_row(key)
+        node = self.nodes[key] = self._new_rows(1)
         for first, last, child in self._runs(pieces, 0x80, depth - 1, 64**depth - 1):
-            row[first : last + 1] = child
+            self.table[node, first : last + 1] = child
         return node
 
     def _escape(self, encoded: Pieces) -> int:
@@ -673,14 +685,9 @@ class _Lowering:
         label = {t: i for i, t in enumerate(targets)}
         count, rows, columns, values = _escape_shape(
             tuple((start, label.get(t, -1)) for start, t in encoded), len(targets))
-        node = len(self.rows)
-        if node + count > self.max_states:
-            raise GrammarTooLargeError("dfa_states", node + count, self.max_states)
-        block = np.full((count, 256), -1, np.int32)
-        block[rows, columns] = np.array(targets + list(range(node, node + count)),
-                                        np.int32)[values]
-        self.rows.extend(block)
-        self.nodes[key] = node
+        node = self.nodes[key] = self._new_rows(count)
+        self.table[node + rows, columns] = np.array(targets + list(range(node, node + count)),
+                                                    np.int32)[values]
         return node
 
 
@@ -829,8 +836,8 @@ def _merge(pieces: list[tuple[int, int]]) -> Pieces:
 
 
 def _at(pieces: Pieces, cp: int) -> int:
-    starts = [p[0] for p in pieces]
-    return pieces[bisect_right(starts, cp) - 1][1]
+    """The target of ``cp`` (pieces compare as ``(start, target)`` tuples, targets < 2**62)."""
+    return pieces[bisect_right(pieces, (cp, _NO_TARGET)) - 1][1]
 
 
 def _overwrite(pieces: Pieces, lo: int, hi: int | None, target: int) -> Pieces:

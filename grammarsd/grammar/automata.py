@@ -38,7 +38,6 @@ numba kernels in ``grammar._canonical``; this module builds their flat inputs.
 from __future__ import annotations
 
 import heapq
-import itertools
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
@@ -457,9 +456,11 @@ def _compound_nodes(roots: Iterable[Expr], tag: Tagger | None, shared: set[int],
 class _Nfa:
     """A Thompson NFA whose character edges are atom-index intervals.
 
-    ``eps[q]`` lists epsilon successors; ``edges`` holds every character edge as four ints,
-    ``source, atom_lo, atom_hi, target``, in the order they were added (flat, so that
-    ``determinize`` hands them to numpy at once).
+    States are ``0 .. size-1``. Edges are kept flat, in no particular order (``determinize``
+    sorts them by source): ``eps`` holds epsilon edges as ``source, target`` pairs and
+    ``edges`` character edges as ``source, atom_lo, atom_hi, target``; the stamped copies of
+    a repeat (``_copies``) come as arrays, ``eps_blocks`` int64 [k, 2] and ``edge_blocks``
+    int64 [k, 4].
     No construction adds an edge into the ``start`` or out of the ``end`` it is given, so
     fragments can share endpoints (``Choice``) without creating spurious loops.
 
@@ -470,13 +471,18 @@ class _Nfa:
     by every earlier property) costs one copy instead of one per path to it.
     """
 
+    STAMP_MIN = 64  # stamp a repeat's copies with numpy from this much work (states + edges)
+
     def __init__(self, bounds: np.ndarray, limit: int, tag: Tagger | None = None) -> None:
         self.bounds = bounds
         self.starts = bounds.tolist()  # for ``bisect``: far cheaper than numpy per code point
         self.limit = limit
         self.tag = tag
-        self.eps: list[list[int]] = []
+        self.size = 0
+        self.eps: list[int] = []
         self.edges: list[int] = []
+        self.eps_blocks: list[np.ndarray] = []
+        self.edge_blocks: list[np.ndarray] = []
         # id -> (the class or tagged expression, kept alive; its atom intervals)
         self.spans: dict[int, tuple[Expr, list[tuple[int, int]]]] = {}
         self.shared: set[int] = set()  # ids of compound nodes met more than once (``share``)
@@ -491,11 +497,11 @@ class _Nfa:
         _compound_nodes(roots, self.tag, self.shared, met)
 
     def new(self) -> int:
-        eps = self.eps
-        if len(eps) >= self.limit:
-            raise GrammarTooLargeError("nfa_states", len(eps) + 1, self.limit)
-        eps.append([])
-        return len(eps) - 1
+        q = self.size
+        if q >= self.limit:
+            raise GrammarTooLargeError("nfa_states", q + 1, self.limit)
+        self.size = q + 1
+        return q
 
     def atom(self, cp: int) -> int:
         return bisect_right(self.starts, cp) - 1
@@ -508,7 +514,7 @@ class _Nfa:
             if entry is None:
                 entry = self.entries[key] = self.new()
                 self._spell(expr, entry, end)
-            self.eps[start].append(entry)
+            self.eps += (start, entry)
             return
         spans = self.spans.get(id(expr))
         if spans is not None:  # a class met before (a repeat builds its item once per copy)
@@ -548,7 +554,7 @@ class _Nfa:
     def _literal(self, text: str, start: int, end: int) -> None:
         """A chain of fresh states ``start -> end`` spelling ``text``."""
         if not text:
-            self.eps[start].append(end)
+            self.eps += (start, end)
             return
         lo, hi = SURROGATES
         cps = [ord(ch) for ch in text]
@@ -567,7 +573,7 @@ class _Nfa:
     def _seq(self, items: tuple[Expr, ...], start: int, end: int) -> None:
         """The items one after another, through fresh states."""
         if not items:
-            self.eps[start].append(end)
+            self.eps += (start, end)
             return
         cur = start
         for item in items[:-1]:
@@ -579,36 +585,74 @@ class _Nfa:
     def _repeat(self, expr: Repeat, start: int, end: int) -> None:
         # item{m} then either a loop (max=None) or (max-m) *nested* options, so that every
         # epsilon closure stays small: x{2,4} = x x (x (x)?)?
-        eps, item = self.eps, expr.item
+        item = expr.item
         cur = self.new()
-        eps[start].append(cur)
-        for _ in range(expr.min):  # fresh copies of the item, one after another
-            nxt = self.new()
-            self.build(item, cur, nxt)
-            cur = nxt
+        self.eps += (start, cur)
+        cur = self._copies(item, cur, expr.min, None)
         if expr.max is None:
             body_start, body_end = self.new(), self.new()
             self.build(item, body_start, body_end)
-            eps[cur].append(body_start)
-            eps[body_end].append(cur)
+            self.eps += (cur, body_start, body_end, cur)
         else:
-            for _ in range(expr.max - expr.min):
-                eps[cur].append(end)
-                nxt = self.new()
-                self.build(item, cur, nxt)
-                cur = nxt
-        eps[cur].append(end)
+            cur = self._copies(item, cur, expr.max - expr.min, end)
+        self.eps += (cur, end)
+
+    def _copies(self, item: Expr, cur: int, count: int, out: int | None) -> int:
+        """``count`` copies of ``item`` one after another from ``cur``, each through a fresh
+        end state, which is returned; with ``out``, an epsilon edge to ``out`` from the start of
+        every copy. The first copy is built; the others are stamped from it (``_stamp``) when
+        that saves work, else built too."""
+        for done in range(count):
+            mark = (self.size, len(self.eps), len(self.edges), len(self.eps_blocks),
+                    len(self.edge_blocks))
+            if out is not None:
+                self.eps += (cur, out)
+            nxt = self.new()
+            self.build(item, cur, nxt)
+            left = count - done - 1
+            if left and self._stampable() and left * (
+                    self.size - mark[0] + len(self.edges) - mark[2]) >= self.STAMP_MIN:
+                return self._stamp(mark, cur, left)
+            cur = nxt
+        return cur
+
+    def _stampable(self) -> bool:
+        """Whether a copy reaches no state outside itself but its start and ``out``."""
+        return True
+
+    def _stamp(self, mark: tuple[int, int, int, int, int], cur: int, left: int) -> int:
+        """Append ``left`` more copies of what was added since ``mark`` (one copy, from
+        ``cur``; its states are ``mark[0] ..``): copy ``j`` has its states shifted by ``j``
+        copies and starts where copy ``j - 1`` ends. Returns the last copy's end."""
+        first, stride = mark[0], self.size - mark[0]
+        if self.size + left * stride > self.limit:
+            raise GrammarTooLargeError("nfa_states", self.limit + 1, self.limit)
+        shift = np.arange(1, left + 1, dtype=np.int64)[:, None, None] * stride
+        for flat, start, blocks, since, width in (
+                (self.eps, mark[1], self.eps_blocks, mark[3], 2),
+                (self.edges, mark[2], self.edge_blocks, mark[4], 4)):
+            made = np.concatenate([np.array(flat[start:], np.int64).reshape(-1, width),
+                                   *blocks[since:]])
+            ends = made[:, :: width - 1]  # source and target columns
+            copies = np.broadcast_to(made, (left, *made.shape)).copy()
+            copies[:, :, :: width - 1] = np.where(
+                ends >= first, ends + shift, np.where(ends == cur, first - stride + shift, ends))
+            blocks.append(copies.reshape(-1, width))
+        self.size += left * stride
+        return first + left * stride
 
     def determinize(self, start: int, final: int, max_states: int) -> tuple[np.ndarray, np.ndarray]:
         """Subset construction over atoms; returns (trans int32 [n, A], accept bool [n]).
 
         DFA states are the sets of *important* NFA states (with character edges, or
         ``final``) of epsilon closures; the construction runs in ``_canonical.subsets``."""
-        n = len(self.eps)
+        n = self.size
+        eps = np.concatenate([np.array(self.eps, np.int64).reshape(-1, 2), *self.eps_blocks])
         eps_ptr = np.zeros(n + 1, np.int64)
-        np.cumsum(np.fromiter(map(len, self.eps), np.int64, n), out=eps_ptr[1:])
-        eps_nbr = np.fromiter(itertools.chain.from_iterable(self.eps), np.int64, eps_ptr[-1])
-        edges = np.array(self.edges, np.int64).reshape(-1, 4)
+        np.cumsum(np.bincount(eps[:, 0], minlength=n), out=eps_ptr[1:])
+        eps_nbr = eps[np.argsort(eps[:, 0], kind="stable"), 1]
+        edges = np.concatenate([np.array(self.edges, np.int64).reshape(-1, 4),
+                                *self.edge_blocks])
         edge_ptr = np.zeros(n + 1, np.int64)
         np.cumsum(np.bincount(edges[:, 0], minlength=n), out=edge_ptr[1:])
         important = edge_ptr[1:] > edge_ptr[:-1]

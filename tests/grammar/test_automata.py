@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grammarsd.errors import GrammarError, GrammarTooLargeError
-from grammarsd.grammar.automata import CharDFA
+from grammarsd.grammar.automata import CharDFA, _atom_bounds, _Nfa
 from grammarsd.grammar.ir import (
     ANY_CHAR,
     EMPTY,
@@ -183,6 +183,40 @@ def test_shared_tails_are_built_once() -> None:
     for word in words:
         assert dfa.matches(word) == member(word), word
 
+
+
+def _nfa_graph(expr: Expr, stamp_min: int, limit: int = 100_000) -> tuple[int, list, list]:
+    """The Thompson NFA of ``expr`` with repeats stamped from ``stamp_min`` work: (states,
+    sorted epsilon edges, sorted character edges)."""
+    nfa = _Nfa(_atom_bounds(expr), limit)
+    nfa.STAMP_MIN = stamp_min
+    nfa.share(expr)
+    nfa.build(expr, nfa.new(), nfa.new())
+    eps = np.concatenate([np.array(nfa.eps, np.int64).reshape(-1, 2), *nfa.eps_blocks])
+    edges = np.concatenate([np.array(nfa.edges, np.int64).reshape(-1, 4), *nfa.edge_blocks])
+    return nfa.size, sorted(map(tuple, eps.tolist())), sorted(map(tuple, edges.tolist()))
+
+
+@FAST
+@given(pair=regular(2), other=regular(1), low=st.integers(0, 3), extra=st.integers(0, 4))
+def test_stamped_repeats_build_the_same_nfa(pair: tuple[Expr, str], other: tuple[Expr, str],
+                                            low: int, extra: int) -> None:
+    # copies stamped from the first one are the copies built one by one, state for state,
+    # also with a shared node inside the repeated item and nested repeats
+    (x, _), (y, _) = pair, other
+    item = Choice((Seq((x, y)), Seq((y, x)), Repeat(Seq((x, y)), 1, 3)))
+    expr = Seq((Repeat(item, low, low + extra), Repeat(item, 2, None), x))
+    assert _nfa_graph(expr, 0) == _nfa_graph(expr, 10**9)
+
+
+def test_stamped_repeats_keep_the_nfa_limit() -> None:
+    expr = repeat(seq(lit("ab"), char_set("xyz")), 0, 50)
+    size = _nfa_graph(expr, 10**9)[0]
+    assert _nfa_graph(expr, 0, limit=size)[0] == size
+    for stamp_min in (0, 10**9):
+        with pytest.raises(GrammarTooLargeError) as info:
+            _nfa_graph(expr, stamp_min, limit=size - 1)
+        assert (info.value.limit, info.value.maximum) == ("nfa_states", size - 1)
 
 
 @FAST
