@@ -48,13 +48,17 @@ def backends() -> dict[str, Apply]:
     return out
 
 
-def random_bitmask(batch: int, vocab: int, density: float, seed: int) -> torch.Tensor:
-    """int32 ``[batch, ceil(vocab / 32)]`` on the GPU, each token allowed with probability ``density``."""
+def random_bitmask(
+    batch: int, vocab: int, density: float, seed: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(int32 bitmask ``[batch, ceil(vocab / 32)]``, bool ``[batch, vocab]`` it was packed from),
+    on the GPU, each token allowed with probability ``density``."""
     gen = torch.Generator(device=DEVICE).manual_seed(seed)
     allowed = torch.rand(batch, (vocab + 31) // 32 * 32, device=DEVICE, generator=gen) < density
     shifts = torch.arange(32, dtype=torch.int64, device=DEVICE)
     words = (allowed.view(batch, -1, 32).long() << shifts).sum(-1)
-    return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+    packed = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+    return packed, allowed[:, :vocab]
 
 
 def time_backend(apply: Apply, logits: torch.Tensor, bitmask: torch.Tensor, iters: int) -> tuple[float, float]:
@@ -77,9 +81,7 @@ def bench_shape(
     """``{backend: (first-call ms, gpu µs, host µs)}`` for one shape; results asserted first."""
     gen = torch.Generator(device=DEVICE).manual_seed(batch)
     logits = torch.randn(batch, vocab, device=DEVICE, dtype=dtype, generator=gen)
-    bitmask = random_bitmask(batch, vocab, density, seed=batch + 1)
-    bits = (bitmask.unsqueeze(-1) >> torch.arange(32, device=DEVICE, dtype=torch.int32)) & 1
-    allowed = bits.reshape(batch, -1)[:, :vocab].bool()
+    bitmask, allowed = random_bitmask(batch, vocab, density, seed=batch + 1)
     expected = torch.where(allowed, logits, torch.full_like(logits, float("-inf")))
     out = {}
     for name, apply in apply_fns.items():
