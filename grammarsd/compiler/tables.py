@@ -65,6 +65,7 @@ from numba import njit
 
 from grammarsd.compiler.lexer import ByteDFA, RuleSet, build_byte_dfa
 from grammarsd.errors import EmptyLanguageError, GrammarError, GrammarTooLargeError
+from grammarsd.grammar._canonical import column_classes
 from grammarsd.grammar.encodings import decoded_class
 from grammarsd.grammar.ir import (
     EMPTY,
@@ -575,6 +576,8 @@ def _inline(expr: Expr, regular: dict[str, Expr]) -> Expr:
     """
     if isinstance(expr, Ref):
         return regular[expr.name]
+    if not ref_names(expr):
+        return expr
     return _rebuild(expr, [_inline(c, regular) for c in children(expr)])
 
 
@@ -676,6 +679,8 @@ class _Lowering:
             return expr
         elif isinstance(expr, Capped):  # never merged: lowered by ``capped``
             return None
+        elif not ref_names(expr) and not self.counts.has_big(expr):
+            return expr  # nothing to inline and nothing to refuse (the common case: JSON text)
         else:
             parts = [self.regular_expr(c) for c in children(expr)]
             if any(p is None for p in parts):
@@ -1080,10 +1085,9 @@ class _PackedDfa:
 
     @classmethod
     def pack(cls, dfa: ByteDFA) -> _PackedDfa:
-        columns = np.ascontiguousarray(dfa.trans.T)
-        first: dict[bytes, int] = {}  # a column's bytes -> its class
-        classes = np.array([first.setdefault(c.tobytes(), len(first)) for c in columns], np.uint8)
-        table = np.ascontiguousarray(columns[np.unique(classes, return_index=True)[1]].T)
+        starts, run_class, first = column_classes(dfa.trans)  # classes by first occurrence
+        classes = np.repeat(run_class, np.diff(starts)).astype(np.uint8)
+        table = np.ascontiguousarray(dfa.trans[:, first])
         return cls(classes, table, dfa.accept, dfa.tile, dfa.cap, dfa.char_start)
 
     def unpack(self) -> ByteDFA:
