@@ -81,6 +81,7 @@ from grammarsd.grammar.ir import (
     Seq,
     children,
     choice,
+    known_ref_names,
     ref_names,
     repeat,
     seq,
@@ -679,7 +680,7 @@ class _Lowering:
             return expr
         elif isinstance(expr, Capped):  # never merged: lowered by ``capped``
             return None
-        elif not ref_names(expr) and not self.counts.has_big(expr):
+        elif known_ref_names(expr) == frozenset() and not self.counts.has_big(expr):
             return expr  # nothing to inline and nothing to refuse (the common case: JSON text)
         else:
             parts = [self.regular_expr(c) for c in children(expr)]

@@ -387,6 +387,12 @@ def ref_names(*exprs: Expr) -> frozenset[str]:
 _NO_REFS: frozenset[str] = frozenset()
 
 
+def known_ref_names(expr: Expr) -> frozenset[str] | None:
+    """``ref_names(expr)`` if some walk has already found it (kept on the node), else None:
+    for callers that only want the answer where it costs nothing."""
+    return _NO_REFS if isinstance(expr, (Literal, CharClass)) else expr.__dict__.get("_refs")
+
+
 def _refs_of(root: Expr) -> frozenset[str]:
     if isinstance(root, (Literal, CharClass)):
         return _NO_REFS
