@@ -89,13 +89,11 @@ from grammarsd.grammar.ir import (
     Seq,
     capped,
     char_set,
-    children,
     choice,
     lit,
     ref_names,
     repeat,
     seq,
-    uncached_postorder,
 )
 from grammarsd.grammar.json_schema import numbers as num
 from grammarsd.grammar.json_schema.arrays import _CountingArray
@@ -193,6 +191,7 @@ DRAFTS: dict[str, Draft] = {
 _APPLICATORS = {"$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
                 "dependentSchemas", "$dynamicRef", "$recursiveRef"}
 _WS = char_set(" \t\n\r")
+_CHAR = Ref("char")  # the rule for one JSON-encoded character of a string
 #: Up to this many keys, an object in enum/const is accepted in any key order (any_order=True
 #: or "auto").
 _MAX_PERMUTED_KEYS = 5
@@ -288,8 +287,10 @@ class _Lowering:
         self.registry = registry.with_resource(base, resource).crawl()
         self.root = _Node(root, self.registry.resolver(base_uri=base), "")
         self.rules: dict[str, Expr] = dict(self.layout.rules())
-        self.rules["char"] = encode_class(ANY_CHAR)
-        self._memo: dict[tuple[Any, ...], str] = {}
+        self.rules[_CHAR.name] = encode_class(ANY_CHAR)
+        # The reference to the rule of each lowered conjunction, automaton or format: one
+        # ``Ref`` object per rule, so walks that keep answers on nodes look at it once.
+        self._memo: dict[tuple[Any, ...], Ref] = {}
         # Memo keys hold ids of schema objects; synthetic ones must outlive the compilation
         # so an id is never reused by another object.
         self._keepalive: list[tuple[_Node, ...]] = []
@@ -389,17 +390,18 @@ class _Lowering:
             return NOTHING
         # A schema object's base URI is fixed by where it sits, so its identity is the key.
         key = (tuple(sorted({id(n.schema) for n in nodes})), level)
-        if key in self._memo:
-            return Ref(self._memo[key])
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
         name = self._name("value")
-        self._memo[key] = name
+        ref = self._memo[key] = Ref(name)
         self._keepalive.append(nodes)
         self.rules[name] = NOTHING  # placeholder while recursing
         alternatives = [()] if not nodes else self._product(
             [self._expand(n, ()) for n in nodes], nodes[0].pointer, "allOf")
         self.rules[name] = choice(*(self._emit(self._merge(alt), nodes, level)
                                     for alt in alternatives))
-        return Ref(name)
+        return ref
 
     # ------------------------------------------------------------------ expansion
 
@@ -935,7 +937,7 @@ class _Lowering:
         excluded = [v for v in m.excluded if isinstance(v, str)]
         formats = self._formats(m)
         if not (m.patterns or m.not_patterns or formats or m.not_formats) and extra is None:
-            return seq(lit('"'), strings_excluding(excluded, Ref("char"), ANY_CHAR,
+            return seq(lit('"'), strings_excluding(excluded, _CHAR, ANY_CHAR,
                                                    m.min_len, m.max_len), lit('"'))
         if len(formats) == 1 and extra is None and not (m.patterns or m.not_patterns
                                                         or m.not_formats or excluded):
@@ -992,8 +994,9 @@ class _Lowering:
         if dfa.is_empty():
             return NOTHING
         key = ("dfa", dfa, encoded)
-        if key in self._memo:
-            return Ref(self._memo[key])
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
         encode = encode_chars if encoded else _unchanged
         prefix = self._name("str" if encoded else "num")
         try:
@@ -1001,21 +1004,21 @@ class _Lowering:
                 raise GrammarTooLargeError("dfa_states", dfa.num_states, _REGEX_NUMBER_STATES)
             body = encode(dfa.to_expr(max_size=_REGEX_SIZE, max_depth=_REGEX_DEPTH))
         except GrammarTooLargeError:
-            self._memo[key] = f"{prefix}_0"
+            ref = self._memo[key] = Ref(f"{prefix}_0")
             for name, rule in dfa.to_rules(f"{prefix}_").items():
                 self.rules[name] = encode(rule)
-            return Ref(self._memo[key])
-        self._memo[key] = prefix
+            return ref
+        ref = self._memo[key] = Ref(prefix)
         self.rules[prefix] = body
-        return Ref(prefix)
+        return ref
 
     def _format_rule(self, name: str) -> Expr:
         """A shared rule for the JSON spellings of format ``name`` alone (no DFA needed)."""
         key = ("format", name)
         if key not in self._memo:
-            self._memo[key] = self._name("format")
-            self.rules[self._memo[key]] = _encoded_format(name)
-        return Ref(self._memo[key])
+            self._memo[key] = Ref(self._name("format"))
+            self.rules[self._memo[key].name] = _encoded_format(name)
+        return self._memo[key]
 
     def _formats(self, m: _Merged) -> list[tuple[str, str]]:
         """The enforced formats of ``m`` as (name, pointer) (unknown names skipped)."""
@@ -1224,17 +1227,47 @@ def _split_interval(lo: Decimal | None, lo_s: bool, hi: Decimal | None, hi_s: bo
 
 
 def _has_empty_class(root: Expr) -> bool:
-    """True iff an empty ``CharClass`` occurs inside ``root`` (kept on each composite node)."""
-    for e in uncached_postorder(root, "_empty_class"):
-        if not isinstance(e, (Literal, CharClass, Ref)):
-            object.__setattr__(e, "_empty_class", any(_cached_empty(k) for k in children(e)))
-    return _cached_empty(root)
+    """True iff an empty ``CharClass`` occurs inside ``root`` (see ``_dead_parts``)."""
+    return bool(_dead_parts(root) & _EMPTY_CLASS)
 
 
-def _cached_empty(e: Expr) -> bool:
-    if isinstance(e, CharClass):
-        return e.is_empty
-    return not isinstance(e, (Literal, Ref)) and bool(e.__dict__["_empty_class"])
+_EMPTY_CLASS, _EMPTY_CHOICE = 1, 2  # bits of ``_dead_parts``
+_LEAVES = (Literal, CharClass, Ref)
+
+
+def _dead_parts(root: Expr) -> int:
+    """The kinds of part that derive nothing whatever the rules, as bits: an empty ``CharClass``
+    (``_EMPTY_CLASS``) or ``NOTHING`` (``_EMPTY_CHOICE``) inside ``root``. Kept on each
+    composite node, so a node shared by many rules (and compilations) is looked at once."""
+    if isinstance(root, _LEAVES):
+        return _dead_leaf(root)
+    hit = root.__dict__.get("_dead")
+    if hit is not None:
+        return hit
+    stack = [root]
+    while stack:  # a node is finished once the composite children it pushed are
+        e = stack[-1]
+        kids = e.items if isinstance(e, (Seq, Choice)) else (e.item,)
+        dead = _EMPTY_CHOICE if not kids and isinstance(e, Choice) else 0
+        pending = []
+        for k in kids:
+            if isinstance(k, _LEAVES):  # ``_dead_leaf``, inlined: this runs per IR node
+                if isinstance(k, CharClass) and not k.ranges:
+                    dead |= _EMPTY_CLASS
+            elif (known := k.__dict__.get("_dead")) is not None:
+                dead |= known
+            else:
+                pending.append(k)
+        if pending:
+            stack += pending
+        else:
+            stack.pop()
+            object.__setattr__(e, "_dead", dead)
+    return root.__dict__["_dead"]
+
+
+def _dead_leaf(e: Literal | CharClass | Ref) -> int:
+    return _EMPTY_CLASS if isinstance(e, CharClass) and not e.ranges else 0
 
 
 def _prune(rules: dict[str, Expr]) -> dict[str, Expr]:
@@ -1270,12 +1303,40 @@ class _Productive:
         for name, e in rules.items():
             for callee in ref_names(e):
                 users.setdefault(callee, []).append(name)
-        work = list(rules)
-        while work:  # a rule turns productive only after a rule it references did
+        failed: set[str] = set()  # rules judged unproductive so far
+        work = self._callers_first()
+        while work:  # a failed rule is judged again once a rule it references turns productive
             name = work.pop()
-            if name not in self.productive and self.derives(rules[name]):
+            if name in self.productive:
+                continue
+            if self.derives(rules[name]):
                 self.productive.add(name)
-                work.extend(users.get(name, ()))
+                work += [user for user in users.get(name, ()) if user in failed]
+            else:
+                failed.add(name)
+
+    def _callers_first(self) -> list[str]:
+        """The rule names in reverse postorder of references: popped, a rule comes after the
+        rules it references (but along cycles), so most are judged once, without a walk."""
+        order: list[str] = []
+        seen: set[str] = set()
+        for root in self.rules:
+            if root in seen:
+                continue
+            seen.add(root)
+            stack = [(root, iter(ref_names(self.rules[root])))]
+            while stack:
+                name, callees = stack[-1]
+                for callee in callees:
+                    if callee not in seen and callee in self.rules:
+                        seen.add(callee)
+                        stack.append((callee, iter(ref_names(self.rules[callee]))))
+                        break
+                else:
+                    stack.pop()
+                    order.append(name)
+        order.reverse()
+        return order
 
     def derives(self, e: Expr) -> bool:
         """True iff ``e`` derives some string with the rules known productive so far."""
@@ -1293,6 +1354,8 @@ class _Productive:
             return not e.is_empty
         if isinstance(e, Ref):
             return e.name in self.productive
+        if not _dead_parts(e) and self.productive.issuperset(ref_names(e)):
+            return True  # every part derives: no walk (most rules, once their callees do)
         if isinstance(e, Seq):
             return all(self.derives(i) for i in e.items)
         if isinstance(e, Choice):

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from grammarsd.grammar.automata import CharDFA
-from grammarsd.grammar.ir import EMPTY, NOTHING, Expr, Ref, choice, seq
+from grammarsd.grammar.ir import EMPTY, NOTHING, Choice, Expr, Ref, choice, seq
 from grammarsd.grammar.json_schema.model import _Merged, _Node
 from grammarsd.grammar.json_schema.strings import string_literal
 
@@ -81,7 +81,10 @@ class _ObjectBuilder:
         self.values = [self._named_members(k) for k in names]
         self.others = self._other_members()
         self.cap = max(m.min_props, m.max_props or 0, 1)
-        self.states: dict[tuple[Any, ...], str] = {}
+        # in schema order only keys that matter later (required / dependencies) are tracked
+        self.tracked = self.required | {k for key, deps in m.dep_required for k in [key, *deps]}
+        self.comma = self.layout.comma(level)
+        self.states: dict[tuple[Any, ...], Ref] = {}  # one Ref per state, however often used
         self.prefix = low._name("obj")
         self.any_order = False  # of the automaton being built
 
@@ -203,8 +206,8 @@ class _ObjectBuilder:
             if refuse:
                 raise self.low.refuse("properties", self.pointer, f"more than {limit} object "
                                       "states (any_order tracks the set of keys seen)") from None
-        for name in self.states.values():  # only states refer to states: drop them all
-            del self.low.rules[name]
+        for ref in self.states.values():  # only states refer to states: drop them all
+            del self.low.rules[ref.name]
         self.states.clear()
         return None
 
@@ -218,18 +221,18 @@ class _ObjectBuilder:
                shown: frozenset[int]) -> Expr:
         """Members after ``count`` so far (``count == 0``: none yet, so no comma first)."""
         key = (seen, last, other_started, count, shown)
-        if key in self.states:
-            return Ref(self.states[key])
+        hit = self.states.get(key)
+        if hit is not None:
+            return hit
         if len(self.states) >= self.low.options.max_object_states:
             raise _TooManyStates
-        name = f"{self.prefix}_{len(self.states)}"
-        self.states[key] = name
-        self.low.rules[name] = NOTHING
+        ref = self.states[key] = Ref(f"{self.prefix}_{len(self.states)}")
+        self.low.rules[ref.name] = NOTHING
         m = self.m
         alts: list[Expr] = []
         if count > 0 and self._can_end(seen, count, shown):
             alts.append(self.layout.close("}", self.level))
-        lead = self.layout.comma(self.level) if count > 0 else EMPTY
+        lead = self.comma if count > 0 else EMPTY
         full = m.max_props is not None and count >= m.max_props
         nxt = min(count + 1, self.cap)
         any_order = self.any_order
@@ -244,7 +247,7 @@ class _ObjectBuilder:
                         break
                 new_seen = seen | {k}
                 if not any_order:
-                    new_seen = self._ordered_seen(new_seen)
+                    new_seen = new_seen & self.tracked
                 alts += [seq(lead, member, self._state(new_seen, i if not any_order else -1,
                                                        False, nxt, shown | more))
                          for member, more in self.values[i]]
@@ -253,10 +256,14 @@ class _ObjectBuilder:
                 alts += [seq(lead, member, self._state(seen, last_other, not any_order, nxt,
                                                        shown | more))
                          for member, more in self.others]
-        self.low.rules[name] = choice(*alts)
-        return Ref(name)
+        self.low.rules[ref.name] = _union(alts)
+        return ref
 
-    def _ordered_seen(self, seen: frozenset[str]) -> frozenset[str]:
-        """In schema order only keys that matter later (required / dependencies) are tracked."""
-        tracked = self.required | {k for key, deps in self.m.dep_required for k in [key, *deps]}
-        return frozenset(k for k in seen if k in tracked)
+
+def _union(alts: list[Expr]) -> Expr:
+    """``choice(*alts)`` for a state's alternatives, without its pairwise comparisons: they are
+    distinct (each holds a member rule of its own, or closes the object) and none is a
+    ``Choice`` but NOTHING (a member that cannot occur), which is dropped as ``choice`` drops
+    it."""
+    kept = [a for a in alts if a != NOTHING]
+    return NOTHING if not kept else kept[0] if len(kept) == 1 else Choice(tuple(kept))

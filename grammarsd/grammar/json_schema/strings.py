@@ -56,7 +56,7 @@ def encode_chars(expr: Expr) -> Expr:
     if isinstance(expr, CharClass):
         return encode_class(expr)
     if isinstance(expr, Literal):
-        encoded = tuple(encode_class(char_set(ch)) for ch in expr.text)
+        encoded = tuple(encode_class(_single(ch)) for ch in expr.text)
         return EMPTY if not encoded else encoded[0] if len(encoded) == 1 else Seq(encoded)
     # built directly, not through seq/choice: flattening would break the identity of the
     # encode_class objects by which the lexer recognises them (``decoded_class``)
@@ -115,9 +115,15 @@ def _words_outside(node: dict, depth: int, char: Expr, char_class: CharClass, mi
             parts.append(seq(encode_class(other), repeat(char, lo, hi)))
         for k in kids:
             if ord(k) in char_class:
-                parts.append(seq(encode_class(char_set(k)), _words_outside(
+                parts.append(seq(encode_class(_single(k)), _words_outside(
                     node[k], depth + 1, char, char_class, min_len, max_len)))
     return choice(*parts) if parts else NOTHING
+
+
+@functools.lru_cache(maxsize=4096)
+def _single(ch: str) -> CharClass:
+    """The class of the one character ``ch`` (the same few, again and again)."""
+    return char_set(ch)
 
 
 @functools.lru_cache(maxsize=4096)
