@@ -148,8 +148,8 @@ def _local_size_and_refs(root: Expr) -> tuple[int, dict[str, int]]:
     """Node count of ``root`` as a tree, not counting referenced rules, and how many times
     (per path) it references each rule. Each composite node keeps its answer, so the JSON
     character encodings every string shares are counted once in their life."""
-    for e in uncached_postorder(root, "_tree"):
-        if isinstance(e, (Literal, CharClass, Ref)):
+    for e in uncached_postorder(root, "_tree", (Literal, CharClass, Ref)):
+        if isinstance(e, (Literal, CharClass, Ref)):  # ``root`` itself
             continue
         size = 1
         counts: dict[str, int] = {}

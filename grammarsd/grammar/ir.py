@@ -358,10 +358,12 @@ def iter_refs(expr: Expr) -> Iterable[Ref]:
         stack.extend(children(e))
 
 
-def uncached_postorder(root: Expr, attr: str) -> Iterator[Expr]:
+def uncached_postorder(root: Expr, attr: str,
+                       skip: tuple[type[Expr], ...] = ()) -> Iterator[Expr]:
     """The nodes under ``root`` (itself included) that do not carry the cached answer ``attr``,
-    each after its children. The caller sets ``attr`` on a node as it gets it, so a shared node
-    comes once; a leaf the caller leaves bare may come once per parent."""
+    each after its children, except children of the ``skip`` types (leaves the caller answers
+    for itself). The caller sets ``attr`` on a node as it gets it, so a shared node comes once;
+    a leaf the caller leaves bare may come once per parent."""
     stack: list[tuple[Expr, bool]] = [(root, False)]
     while stack:
         e, ready = stack.pop()
@@ -372,7 +374,7 @@ def uncached_postorder(root: Expr, attr: str) -> Iterator[Expr]:
             yield e
         else:
             stack.append((e, True))
-            stack.extend((k, False) for k in kids)
+            stack.extend((k, False) for k in kids if not isinstance(k, skip))
 
 
 def ref_names(*exprs: Expr) -> frozenset[str]:
@@ -399,10 +401,10 @@ def _refs_of(root: Expr) -> frozenset[str]:
     hit = root.__dict__.get("_refs")
     if hit is not None:  # the common case: no walk to set up
         return hit
-    for e in uncached_postorder(root, "_refs"):
+    for e in uncached_postorder(root, "_refs", (Literal, CharClass)):
         if isinstance(e, Ref):
             object.__setattr__(e, "_refs", frozenset((e.name,)))
-        elif not isinstance(e, (Literal, CharClass)):
+        else:
             found = [r for r in (_cached_refs(k) for k in children(e)) if r]
             refs = _NO_REFS if not found else found[0] if len(found) == 1 else frozenset().union(
                 *found)
