@@ -103,8 +103,10 @@ class CompileLimits:
     repeat_chunk: int = 256  # counted copies one terminal may hold; longer repeats are chunked
     repeat_alone: int = 32  # repeats of more copies are a terminal of their own, never merged
     # with their neighbours: one DFA shared by every use (a JSON string of up to 255 characters)
-    max_group_size: int = 20_000  # IR nodes of a right-linear rule group lexed as one automaton
-    # (a JSON-encoded character counts as one node: the lexer reads it as one symbol)
+    max_group_size: int = 100_000  # IR nodes of a right-linear rule group lexed as one automaton
+    # (a JSON-encoded character counts as one node: the lexer reads it as one symbol). A group
+    # past it stays in the parser, one terminal per character: a ``format: uri`` with a
+    # ``pattern`` (~28k) then cost ~45 ms per mask instead of ~5 µs
 
 
 @dataclass(frozen=True)
@@ -406,19 +408,28 @@ def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts) ->
             tail_memo[rule] = _right_linear(grammar.rules[rule], inner)
         return tail_memo[rule]
 
+    own_memo: dict[str, int] = {}
+
+    def own_size(rule: str) -> int:  # the rule's own nodes as ``_add_group`` counts them
+        if rule not in own_memo:
+            own_memo[rule] = _lexer_size(grammar.rules[rule], grammar.rules, len)
+        return own_memo[rule]
+
     for gid, scc in enumerate(order):  # callees first
         name = scc[0]
         own, refs = local[name]
         if len(scc) > 1 or name in refs:
             _add_group(grammar, scc, gid, limits, counts, out)
             if name not in out.joined:  # too big with the groups it references as copies
-                _add_tail_group(grammar, scc, gid, limits, counts, out, local, tail_only)
+                _add_tail_group(grammar, scc, gid, limits, counts, out, local, tail_only,
+                                    own_size)
             continue
         if any(r not in out.bodies for r in refs):
             continue
         total = own + sum(out.size_of(r) * count for r, count in refs.items())
         if total > limits.max_terminal_size:
-            _add_tail_group(grammar, [name], gid, limits, counts, out, local, tail_only)
+            _add_tail_group(grammar, [name], gid, limits, counts, out, local, tail_only,
+                            own_size)
             continue
         body = _inline(grammar.rules[name], out.bodies)
         if counts.has_big(body):
@@ -455,7 +466,7 @@ def _add_group(grammar: Grammar, scc: list[str], gid: int, limits: CompileLimits
 def _add_tail_group(grammar: Grammar, seed: list[str], gid: int, limits: CompileLimits,
                     counts: _Counts, out: _Regular,
                     local: dict[str, tuple[int, dict[str, int]]],
-                    tail_only: Callable[[str], bool]) -> None:
+                    tail_only: Callable[[str], bool], own_size: Callable[[str], int]) -> None:
     """Make the rules of ``seed`` (one rule too big to inline, or a cycle too big as a group)
     group ``gid`` with every rule they reach by tail references, where all of them reference
     rules only in tail position (``tail_only``).
@@ -478,7 +489,9 @@ def _add_tail_group(grammar: Grammar, seed: list[str], gid: int, limits: Compile
         return r in fresh or (r in out.joined and out.group_of(r) in absorbed)
 
     stack = list(seed)
-    bound = sum(local[m][0] for m in seed)  # a lower bound of the group's size, as it grows
+    # a lower bound of the group's size as it grows: its members' own sizes as the lexer counts
+    # them (a JSON-encoded character is one symbol; IR tree sizes would count its spellings)
+    bound = sum(own_size(m) for m in seed)
     while stack:
         for r in set(local[stack.pop()][1]):
             if r in fresh:
@@ -493,7 +506,7 @@ def _add_tail_group(grammar: Grammar, seed: list[str], gid: int, limits: Compile
             elif r in out.bodies and local[r][1] and tail_only(r):
                 fresh[r] = None  # a plain regular rule with tail references: a state too
                 stack.append(r)
-                bound += local[r][0]
+                bound += own_size(r)
             if bound > limits.max_group_size:  # it contains a group too big: so is this one
                 out.too_big.update(seed)
                 return
