@@ -145,6 +145,31 @@ def test_pattern_fallback_language(value: str) -> None:
     assert _accepts(g, text) == want
 
 
+# A URI that must also start with http(s):// is the product of two automata, one rule per
+# state (~28k lexer nodes with its JSON spellings). Past the group size limit it stayed in the
+# parser, one terminal per character, and a mask in the host part cost ~45 ms.
+HTTP_URI = {"type": "string", "allOf": [{"format": "uri"}, {"pattern": "^https?://"}]}
+
+
+def test_uri_with_a_pattern_is_one_terminal() -> None:
+    tables = build_tables(schema_to_grammar(HTTP_URI))
+    assert tables.num_terminals == 1, [str(e)[:60] for e in tables.term_exprs]
+
+
+@pytest.mark.parametrize(("value", "valid"), [
+    ("https://example.com/repo1", True),
+    ("http://user@[::1]:8080/a?b#c", True),
+    ("https://", True),  # RFC 3986: the authority and the path may be empty
+    ("https:/x", False),  # a URI, but not what the pattern asks for
+    ("ftp://example.com", False),
+    ("https://exa mple.com", False),
+    ("https://example.com/%zz", False),
+])
+def test_uri_with_a_pattern_language(value: str, valid: bool) -> None:
+    g = gs.compile_json_schema(HTTP_URI, BYTES)
+    assert _accepts(g, json.dumps(value)) == valid, value
+
+
 # --------------------------------------------------------------------------- chunked repeats
 
 
