@@ -18,7 +18,10 @@ The grammar is split in two levels, the way lexer-plus-parser engines do, but ke
   is not one terminal: it is rewritten over chunks ``x{c}`` (``CompileLimits.repeat_chunk``),
   each chunk a small terminal and the number of chunks counted by the parser (``_chunked``). The
   first terminal of the rewrite always holds at least ``c`` copies (a minimum count that is not a
-  multiple of ``c`` is folded into it), so no short terminal opens a bounded string;
+  multiple of ``c`` is folded into it), so no short terminal opens a bounded string. A big
+  repeat of one JSON character (a long ``maxLength`` string body) with a bounded count and a
+  minimum of at most ``c`` is a ``Capped`` terminal instead: near every chunk boundary most
+  string tokens would cross into the next chunk and need the parser (~4 ms masks on Llama-3);
 * a ``Capped`` node (a JSON string body of at most ``m`` decoded characters) is always one
   terminal of its own, never merged with its neighbours: the matcher counts its characters
   from where it starts (``lexer._capped``). Its item must be regular; there is no parser
@@ -184,8 +187,9 @@ class _Counts:
     character is one symbol of the lexer, expansion 1): how many copies of a piece its DFA must
     keep apart. A repeat whose expansion exceeds ``alone`` is *big*: its DFA grows with the count
     (a JSON string has ~20 byte states per character), so it is never merged into a bigger
-    terminal; the lowering makes it one terminal of its own, or chunks it (``_chunked``). A
-    ``Capped`` node is big too: it is always a terminal of its own.
+    terminal; the lowering makes it one terminal of its own, a ``Capped`` one (a long JSON
+    string body), or chunks it (``_chunked``). A ``Capped`` node is big too: it is always a
+    terminal of its own.
     """
 
     def __init__(self, alone: int) -> None:
@@ -809,6 +813,11 @@ class _Lowering:
             if self.counts.expansion(whole) <= self.limits.repeat_chunk:
                 self.one_terminal.add(whole)  # a big repeat that fits: its own terminal
                 return self.symbol(whole)
+            if (whole.max is not None and whole.min <= self.limits.repeat_chunk
+                    and decoded_class(whole.item) is not None):
+                # a long JSON string body: one terminal whose characters the matcher counts
+                # (each copy is one decoded character)
+                return self.capped(Capped(Repeat(whole.item, whole.min, None), whole.max))
             per_chunk = self.limits.repeat_chunk // self.counts.expansion(whole.item)
             if per_chunk < 2:  # the item is a chunk already: count it in the parser
                 return self.repeat(expr)

@@ -1,7 +1,8 @@
 """Capped terminals (``ir.Capped``): the lexer's character starts against an independent count
 (``json.loads`` and the spelling of each generated character), refusals of items that are not
-JSON string bodies, the tables' ``state_cap``/``term_cap``, and the JSON Schema compiler's
-choice between a capped terminal and the product of ``maxLength`` with a pattern."""
+JSON string bodies, the tables' ``state_cap``/``term_cap``, the JSON Schema compiler's choice
+between a capped terminal and the product of ``maxLength`` with a pattern, and long plain strings
+(a capped terminal, not chunks)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grammarsd.compiler import lexer
+from grammarsd.compiler.compiled import compile_ir
 from grammarsd.compiler.lexer import ByteDFA, RuleSet, build_byte_dfa
 from grammarsd.compiler.tables import END, CompileLimits, EarleyTables, build_tables
 from grammarsd.errors import EmptyLanguageError, GrammarError, GrammarTooLargeError
@@ -43,6 +45,7 @@ from grammarsd.grammar.json_schema import schema_to_grammar
 from grammarsd.grammar.json_schema.options import JsonSchemaOptions
 from grammarsd.grammar.json_schema.strings import encode_chars
 from grammarsd.grammar.regex import parse_regex_search
+from grammarsd.tokenizer.info import TokenizerInfo
 
 HEX = chars([(ord("0"), ord("9")), (ord("A"), ord("F")), (ord("a"), ord("f"))])
 ANY_JSON_CHAR = encode_class(ANY_CHAR)
@@ -380,3 +383,37 @@ def test_json_schema_product_path_is_kept() -> None:
     schema = {"type": "string", "pattern": r"^(?:\S+\s+){0,4}\S+$", "maxLength": 40}
     assert _has_capped(schema_to_grammar(schema, options=CAPPED))
     assert not _has_capped(schema_to_grammar(schema, options=PRODUCT))
+
+
+# ------------------------------------------------- long plain strings: a capped terminal, not chunks
+
+LONG = {"type": "string", "minLength": 2, "maxLength": 3000}
+LONG_VOCAB = TokenizerInfo.from_token_bytes([b"", b'"', b"a"], eos_ids=[0], special_ids=[0])
+
+
+def test_a_long_max_length_string_is_one_capped_terminal() -> None:
+    """Past ``repeat_chunk`` characters a plain string body used to be chunks counted by the
+    parser; it is one capped terminal now, beside the quote."""
+    t = build_tables(schema_to_grammar(LONG))
+    assert t.term_cap.tolist() == [0, 3000] and t.num_terminals == 2
+
+
+@functools.cache
+def _long_matcher_factory() -> Callable[[], object]:
+    return compile_ir(schema_to_grammar(LONG), LONG_VOCAB, cache=False).matcher
+
+
+@settings(max_examples=60, deadline=None)
+@given(length=st.sampled_from([0, 1, 2, 3, 257, 2998, 2999, 3000, 3001, 3002]),
+       pieces=st.lists(st.sampled_from(["a", "é", "\U0001f600", '"', "\\", "\n", "\u2028"]),
+                       min_size=1, max_size=5),
+       ascii_only=st.booleans())
+def test_a_long_max_length_string_language_is_exact(length: int, pieces: list[str],
+                                                    ascii_only: bool) -> None:
+    """Decoded lengths around both bounds, spelled raw, as short escapes and as ``\\uXXXX``
+    (an astral character as a surrogate pair: one character), against ``jsonschema``."""
+    value = "".join(pieces[i % len(pieces)] for i in range(length))
+    expected = jsonschema.Draft202012Validator(LONG).is_valid(value)
+    m = _long_matcher_factory()()
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    assert (m.accept_string(text) and m.is_accepting()) == expected  # type: ignore[attr-defined]

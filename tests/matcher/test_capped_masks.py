@@ -16,9 +16,20 @@ import numpy as np
 import pytest
 
 from grammarsd.compiler.compiled import compile_ir
+from grammarsd.compiler.tables import CompileLimits
 from grammarsd.errors import GrammarError
 from grammarsd.grammar.encodings import encode_class
-from grammarsd.grammar.ir import Capped, Grammar, char_set, chars, choice, lit, repeat, seq
+from grammarsd.grammar.ir import (
+    ANY_CHAR,
+    Capped,
+    Grammar,
+    char_set,
+    chars,
+    choice,
+    lit,
+    repeat,
+    seq,
+)
 from grammarsd.matcher.reference import ReferenceRecognizer
 from grammarsd.tokenizer.info import TokenizerInfo
 
@@ -70,11 +81,12 @@ def _mask(ref: ReferenceRecognizer, prefix: bytes) -> np.ndarray:
     return mask
 
 
-def _walk(grammar: Grammar, oracle: Grammar, seed: int, steps: int) -> str | None:
+def _walk(grammar: Grammar, oracle: Grammar, seed: int, steps: int,
+          limits: CompileLimits | None = None) -> str | None:
     """Walk ``grammar``'s matcher by random allowed tokens; the first disagreement with the
     reference of ``oracle`` (prefix and tokens), or None."""
     ref = ReferenceRecognizer(oracle)
-    m = compile_ir(grammar, VOCAB).matcher()
+    m = compile_ir(grammar, VOCAB, limits=limits).matcher()
     rng = random.Random(seed)
     prefix = b""
     for _ in range(steps):
@@ -129,3 +141,26 @@ def test_a_cap_no_string_fits_is_a_typed_error() -> None:
     grammar = _string(Capped(repeat(char_set("ab"), 3), 2))
     with pytest.raises(GrammarError, match="needs 3 characters, cap 2"):
         compile_ir(grammar, VOCAB).matcher()
+
+
+# A counted repeat of JSON characters longer than a chunk (a long ``maxLength`` string) is lowered
+# to a capped terminal; the reference runs the counted repeat itself. Small chunks keep it short.
+SMALL_CHUNKS = CompileLimits(repeat_chunk=16)
+
+
+def _long_string(most: int) -> Grammar:
+    return Grammar.single(seq(lit('"'), repeat(encode_class(ANY_CHAR), 2, most), lit('"')))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_long_string_repeat_masks_match_reference(seed: int) -> None:
+    grammar = _long_string(40)
+    assert compile_ir(grammar, VOCAB, limits=SMALL_CHUNKS).tables.term_cap.max() == 40
+    problem = _walk(grammar, grammar, seed, steps=30, limits=SMALL_CHUNKS)
+    assert problem is None, f"seed {seed}: {problem}"
+
+
+def test_long_string_repeat_looser_bound_is_noticed() -> None:
+    """Negative control: the reference of a bound one higher disagrees on some walk."""
+    assert any(_walk(_long_string(40), _long_string(41), seed, steps=80, limits=SMALL_CHUNKS)
+               for seed in range(6))
