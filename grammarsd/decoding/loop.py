@@ -201,9 +201,10 @@ class Decoding:
             yield self.rows
             while any(r.finish is None for r in self.rows):
                 logits = self._forward()
+                masks = self._bitmask.to(logits.device)  # every row's mask in one copy
                 for i, row in enumerate(self.rows):
                     if row.finish is None and not row.pending:
-                        token = self._sample(i, row, logits[i])
+                        token = self._sample(row, logits[i], masks[i])
                         self._commit(row, token, forced=False)
                         self._advance(i, row)
                 yield self.rows
@@ -304,14 +305,12 @@ class Decoding:
         self._cache = out.past_key_values
         return out.logits[:, -1, :].float()
 
-    def _sample(self, index: int, row: Row, logits: torch.Tensor) -> int:
-        """Process one row's raw logits ``[V]`` and draw its next token."""
+    def _sample(self, row: Row, logits: torch.Tensor, grammar_mask: torch.Tensor) -> int:
+        """Process one row's raw logits ``[V]`` and draw its next token (``grammar_mask``: the
+        row's bitmask, on the logits' device, copied before any row of this step advanced)."""
         vocab = self.info.vocab_size
         logits = logits[:vocab].clone()
-        if row.matcher is not None:
-            mask: torch.Tensor | None = self._bitmask[index].to(logits.device)
-        else:
-            mask = self._free_mask
+        mask = grammar_mask if row.matcher is not None else self._free_mask
         seen = None
         if self.params.repetition_penalty is not None:
             seen = torch.tensor(row.ids, dtype=torch.long, device=logits.device)
