@@ -8,6 +8,7 @@ regions, ``propertyNames`` and witness requirements.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +86,8 @@ class _ObjectBuilder:
         self.tracked = self.required | {k for key, deps in m.dep_required for k in [key, *deps]}
         self.comma = self.layout.comma(level)
         self.states: dict[tuple[Any, ...], Ref] = {}  # one Ref per state, however often used
+        self.rests: dict[tuple[Any, ...], Ref] = {}  # schema order: see ``_rest``
+        self.todo: list[tuple[Ref, Callable[[], Expr]]] = []  # named, body still to write
         self.prefix = low._name("obj")
         self.any_order = False  # of the automaton being built
 
@@ -197,18 +200,27 @@ class _ObjectBuilder:
 
     def _automaton(self, any_order: bool, refuse: bool) -> Expr | None:
         """The start state of the member automaton in the given key order; past
-        ``max_object_states`` a refusal (``refuse``) or ``None`` with nothing left behind."""
+        ``max_object_states`` a refusal (``refuse``) or ``None`` with nothing left behind.
+        States are named when first reached and their bodies written from a worklist, so
+        objects with thousands of keys need no deep recursion."""
         self.any_order = any_order
         try:
-            return self._state(frozenset(), -1, False, 0, frozenset())
+            start = self._state(frozenset(), -1, False, 0, frozenset())
+            while self.todo:
+                ref, body = self.todo.pop()
+                self.low.rules[ref.name] = body()
+            return start
         except _TooManyStates:
             limit = self.low.options.max_object_states
             if refuse:
-                raise self.low.refuse("properties", self.pointer, f"more than {limit} object "
-                                      "states (any_order tracks the set of keys seen)") from None
-        for ref in self.states.values():  # only states refer to states: drop them all
-            del self.low.rules[ref.name]
+                why = " (any_order tracks the set of keys seen)" if any_order else ""
+                raise self.low.refuse("properties", self.pointer,
+                                      f"more than {limit} object states{why}") from None
+        for ref in [*self.states.values(), *self.rests.values()]:  # only states refer to
+            del self.low.rules[ref.name]  # states: drop them all
         self.states.clear()
+        self.rests.clear()
+        self.todo.clear()
         return None
 
     def _can_end(self, seen: frozenset[str], count: int, shown: frozenset[int]) -> bool:
@@ -218,7 +230,7 @@ class _ObjectBuilder:
         return all(key not in seen or set(deps) <= seen for key, deps in m.dep_required)
 
     def _state(self, seen: frozenset[str], last: int, other_started: bool, count: int,
-               shown: frozenset[int]) -> Expr:
+               shown: frozenset[int]) -> Ref:
         """Members after ``count`` so far (``count == 0``: none yet, so no comma first)."""
         key = (seen, last, other_started, count, shown)
         hit = self.states.get(key)
@@ -227,37 +239,59 @@ class _ObjectBuilder:
         if len(self.states) >= self.low.options.max_object_states:
             raise _TooManyStates
         ref = self.states[key] = Ref(f"{self.prefix}_{len(self.states)}")
-        self.low.rules[ref.name] = NOTHING
-        m = self.m
+        self.low.rules[ref.name] = NOTHING  # until the worklist writes the body
+        self.todo.append((ref, lambda: self._state_body(*key)))
+        return ref
+
+    def _state_body(self, seen: frozenset[str], last: int, other_started: bool, count: int,
+                    shown: frozenset[int]) -> Expr:
         alts: list[Expr] = []
         if count > 0 and self._can_end(seen, count, shown):
             alts.append(self.layout.close("}", self.level))
+        if self.m.max_props is not None and count >= self.m.max_props:
+            return _union(alts)  # full: no member may follow
+        if not self.any_order:
+            alts.append(self._rest(len(self.names) if other_started else last + 1, seen, count,
+                                   shown))
+            return _union(alts)
         lead = self.comma if count > 0 else EMPTY
-        full = m.max_props is not None and count >= m.max_props
         nxt = min(count + 1, self.cap)
-        any_order = self.any_order
-        if not full:
-            for i, k in enumerate(self.names):
-                if k in seen or not self.values[i]:
-                    continue
-                if not any_order:
-                    if other_started or i <= last:
-                        continue
-                    if i > self.next_required[last + 1]:  # would skip a required name
-                        break
-                new_seen = seen | {k}
-                if not any_order:
-                    new_seen = new_seen & self.tracked
-                alts += [seq(lead, member, self._state(new_seen, i if not any_order else -1,
-                                                       False, nxt, shown | more))
+        for i, k in enumerate(self.names):
+            if k not in seen:
+                alts += [seq(lead, member, self._state(seen | {k}, -1, False, nxt, shown | more))
                          for member, more in self.values[i]]
-            if self.others and (any_order or self.next_required[last + 1] == len(self.names)):
-                last_other = len(self.names) if not any_order else -1
-                alts += [seq(lead, member, self._state(seen, last_other, not any_order, nxt,
-                                                       shown | more))
-                         for member, more in self.others]
-        self.low.rules[ref.name] = _union(alts)
-        return ref
+        alts += [seq(lead, member, self._state(seen, -1, False, nxt, shown | more))
+                 for member, more in self.others]
+        return _union(alts)
+
+    def _rest(self, first: int, seen: frozenset[str], count: int,
+              shown: frozenset[int]) -> Ref:
+        """Schema order: the next member, of named key ``first`` or a later one (up to the
+        next required name), or of another key once no required name is left, then the state
+        after it. A chain (``first``'s members, or the rest from ``first + 1``), so an object
+        with n optional keys is O(n) rules, not O(n**2) alternatives; shared by every state
+        with the same ``seen``, ``count`` and ``shown`` whose last key is before ``first``."""
+        key = (first, seen, count, shown)
+        hit = self.rests.get(key)
+        if hit is None:
+            hit = self.rests[key] = Ref(f"{self.prefix}_r{len(self.rests)}")
+            self.low.rules[hit.name] = NOTHING
+            self.todo.append((hit, lambda: self._rest_body(*key)))
+        return hit
+
+    def _rest_body(self, first: int, seen: frozenset[str], count: int,
+                   shown: frozenset[int]) -> Expr:
+        lead = self.comma if count > 0 else EMPTY
+        nxt = min(count + 1, self.cap)
+        if first == len(self.names):
+            return _union([seq(lead, member, self._state(seen, first, True, nxt, shown | more))
+                           for member, more in self.others])
+        new_seen = (seen | {self.names[first]}) & self.tracked
+        alts = [seq(lead, member, self._state(new_seen, first, False, nxt, shown | more))
+                for member, more in self.values[first]]
+        if self.next_required[first] != first:  # ``first`` may be skipped
+            alts.append(self._rest(first + 1, seen, count, shown))
+        return _union(alts)
 
 
 def _union(alts: list[Expr]) -> Expr:
