@@ -86,7 +86,6 @@ class _ObjectBuilder:
         self.tracked = self.required | {k for key, deps in m.dep_required for k in [key, *deps]}
         self.comma = self.layout.comma(level)
         self.states: dict[tuple[Any, ...], Ref] = {}  # one Ref per state, however often used
-        self.rests: dict[tuple[Any, ...], Ref] = {}  # schema order: see ``_rest``
         self.todo: list[tuple[Ref, Callable[[], Expr]]] = []  # named, body still to write
         self.prefix = low._name("obj")
         self.any_order = False  # of the automaton being built
@@ -216,10 +215,9 @@ class _ObjectBuilder:
                 why = " (any_order tracks the set of keys seen)" if any_order else ""
                 raise self.low.refuse("properties", self.pointer,
                                       f"more than {limit} object states{why}") from None
-        for ref in [*self.states.values(), *self.rests.values()]:  # only states refer to
-            del self.low.rules[ref.name]  # states: drop them all
+        for ref in self.states.values():  # only states refer to states: drop them all
+            del self.low.rules[ref.name]
         self.states.clear()
-        self.rests.clear()
         self.todo.clear()
         return None
 
@@ -245,52 +243,40 @@ class _ObjectBuilder:
 
     def _state_body(self, seen: frozenset[str], last: int, other_started: bool, count: int,
                     shown: frozenset[int]) -> Expr:
+        """One alternative per member that may come next (schema order: a named key after
+        ``last`` up to the next required one, or another key once none is left). Written out,
+        not chained through "the next key is i or later" rules: a chain is O(n) rules for n
+        optional keys instead of O(n**2) alternatives, but where the object stays in the
+        parser every closing token's completions climb the whole chain (masks up to 7x slower
+        on objects of hundreds of keys)."""
+        m = self.m
         alts: list[Expr] = []
         if count > 0 and self._can_end(seen, count, shown):
             alts.append(self.layout.close("}", self.level))
-        if self.m.max_props is not None and count >= self.m.max_props:
+        if m.max_props is not None and count >= m.max_props:
             return _union(alts)  # full: no member may follow
-        if not self.any_order:
-            alts.append(self._rest(len(self.names) if other_started else last + 1, seen, count,
-                                   shown))
-            return _union(alts)
         lead = self.comma if count > 0 else EMPTY
         nxt = min(count + 1, self.cap)
+        any_order = self.any_order
         for i, k in enumerate(self.names):
-            if k not in seen:
-                alts += [seq(lead, member, self._state(seen | {k}, -1, False, nxt, shown | more))
-                         for member, more in self.values[i]]
-        alts += [seq(lead, member, self._state(seen, -1, False, nxt, shown | more))
-                 for member, more in self.others]
-        return _union(alts)
-
-    def _rest(self, first: int, seen: frozenset[str], count: int,
-              shown: frozenset[int]) -> Ref:
-        """Schema order: the next member, of named key ``first`` or a later one (up to the
-        next required name), or of another key once no required name is left, then the state
-        after it. A chain (``first``'s members, or the rest from ``first + 1``), so an object
-        with n optional keys is O(n) rules, not O(n**2) alternatives; shared by every state
-        with the same ``seen``, ``count`` and ``shown`` whose last key is before ``first``."""
-        key = (first, seen, count, shown)
-        hit = self.rests.get(key)
-        if hit is None:
-            hit = self.rests[key] = Ref(f"{self.prefix}_r{len(self.rests)}")
-            self.low.rules[hit.name] = NOTHING
-            self.todo.append((hit, lambda: self._rest_body(*key)))
-        return hit
-
-    def _rest_body(self, first: int, seen: frozenset[str], count: int,
-                   shown: frozenset[int]) -> Expr:
-        lead = self.comma if count > 0 else EMPTY
-        nxt = min(count + 1, self.cap)
-        if first == len(self.names):
-            return _union([seq(lead, member, self._state(seen, first, True, nxt, shown | more))
-                           for member, more in self.others])
-        new_seen = (seen | {self.names[first]}) & self.tracked
-        alts = [seq(lead, member, self._state(new_seen, first, False, nxt, shown | more))
-                for member, more in self.values[first]]
-        if self.next_required[first] != first:  # ``first`` may be skipped
-            alts.append(self._rest(first + 1, seen, count, shown))
+            if k in seen or not self.values[i]:
+                continue
+            if not any_order:
+                if other_started or i <= last:
+                    continue
+                if i > self.next_required[last + 1]:  # would skip a required name
+                    break
+            new_seen = seen | {k}
+            if not any_order:
+                new_seen = new_seen & self.tracked
+            alts += [seq(lead, member, self._state(new_seen, i if not any_order else -1,
+                                                   False, nxt, shown | more))
+                     for member, more in self.values[i]]
+        if self.others and (any_order or self.next_required[last + 1] == len(self.names)):
+            last_other = len(self.names) if not any_order else -1
+            alts += [seq(lead, member, self._state(seen, last_other, not any_order, nxt,
+                                                   shown | more))
+                     for member, more in self.others]
         return _union(alts)
 
 
