@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from grammarsd.compiler.tables import CompileLimits, EarleyTables, build_tables
 from grammarsd.errors import GrammarTooLargeError
-from grammarsd.grammar.ir import Capped, Choice, Grammar, Repeat, Seq
+from grammarsd.grammar.ir import Capped, Choice, Grammar, Repeat, Seq, WhitespaceGaps
 from grammarsd.tokenizer.trie import TokenTrie
 
 if TYPE_CHECKING:
@@ -185,13 +185,17 @@ def compile_ir(
     *,
     limits: CompileLimits | None = None,
     cache: bool = True,
+    whitespace: WhitespaceGaps | None = None,
 ) -> CompiledGrammar:
-    """Compile IR for ``tokenizer`` (a ``TokenizerInfo`` or a Hugging Face tokenizer)."""
+    """Compile IR for ``tokenizer`` (a ``TokenizerInfo`` or a Hugging Face tokenizer).
+
+    ``whitespace`` is a front end's promise about the grammar's whitespace (``ir.WhitespaceGaps``)
+    that makes it cheaper to compile; a wrong promise changes the language."""
     info = _as_tokenizer_info(tokenizer)
 
     def build() -> CompiledGrammar:
         try:
-            tables = build_tables(grammar, limits=limits)
+            tables = build_tables(grammar, limits=limits, whitespace=whitespace)
         except RecursionError:  # the compiler walks expressions recursively
             raise GrammarTooLargeError(
                 "expression_depth",
@@ -203,7 +207,7 @@ def compile_ir(
             grammar=grammar, tokenizer_info=info, tables=tables, trie=token_trie(info)
         )
 
-    return _cached(cache, ("ir", grammar, limits, info.fingerprint), build)
+    return _cached(cache, ("ir", grammar, limits, whitespace, info.fingerprint), build)
 
 
 def _depth(grammar: Grammar) -> int:
@@ -292,7 +296,12 @@ def compile_json_schema(
     ``ValueError``. ``registry`` (a ``referencing.Registry``) resolves remote ``$ref``.
     Keywords that cannot be enforced exactly raise ``SchemaUnsupportedError``.
     """
-    from grammarsd.grammar.json_schema import JsonSchemaOptions, resolve_schema, schema_to_grammar
+    from grammarsd.grammar.json_schema import (
+        JsonSchemaOptions,
+        resolve_schema,
+        schema_to_grammar,
+        whitespace_gaps,
+    )
 
     opts = JsonSchemaOptions.from_dict(options)
     info = _as_tokenizer_info(tokenizer)
@@ -300,7 +309,8 @@ def compile_json_schema(
 
     def build() -> CompiledGrammar:
         grammar = schema_to_grammar(resolved, options=opts, registry=registry)
-        return compile_ir(grammar, info, limits=limits, cache=False)
+        return compile_ir(grammar, info, limits=limits, cache=False,
+                          whitespace=whitespace_gaps(opts))
 
     if registry is not None:  # a registry is not hashable content: never cache
         return build()

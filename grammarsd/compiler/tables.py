@@ -53,6 +53,8 @@ Flat layout (``EarleyTables``; ``sym >= 0`` is a nonterminal, ``sym < 0`` is ter
                                 terminal t anywhere in the grammar (static FOLLOW). After t
                                 completes, a next byte outside this set cannot start anything
                                 new, so the matcher may postpone the Earley closure.
+    ws_bound      int       the matcher bounds runs of whitespace outside JSON strings to this
+                            (``ir.WhitespaceGaps``, ``matcher.whitespace``); 0: no bound
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ from grammarsd.grammar.ir import (
     Ref,
     Repeat,
     Seq,
+    WhitespaceGaps,
+    char_set,
     children,
     choice,
     known_ref_names,
@@ -132,6 +136,7 @@ class EarleyTables:
     term_cap: np.ndarray
     nt_names: tuple[str, ...] = field(repr=False)
     term_exprs: tuple[Expr, ...] = field(repr=False)
+    ws_bound: int = 0
 
     @property
     def num_items(self) -> int:
@@ -1225,13 +1230,34 @@ def _rules_digest(rules: RuleSet) -> bytes:
     return digest.digest()
 
 
+_JSON_WS = char_set(" \t\n\r")
+
+
+def _unbounded_gaps(grammar: Grammar, gaps: WhitespaceGaps) -> Grammar:
+    """``grammar`` with the gap rule ``gaps.rule`` unbounded (see ``ir.WhitespaceGaps``)."""
+    body = grammar.rules[gaps.rule]
+    if body != Repeat(_JSON_WS, 0, gaps.bound):
+        raise GrammarError(f"rule {gaps.rule!r} is not a gap of at most {gaps.bound} JSON "
+                           f"whitespace characters: {_label(body)}")
+    return Grammar({**grammar.rules, gaps.rule: Repeat(_JSON_WS, 0, None)}, start=grammar.start)
+
+
 def build_tables(
     grammar: Grammar,
     *,
     limits: CompileLimits | None = None,
+    whitespace: WhitespaceGaps | None = None,
 ) -> EarleyTables:
-    """Lower ``grammar`` to flat Earley tables; see the module docstring for the layout."""
+    """Lower ``grammar`` to flat Earley tables; see the module docstring for the layout.
+
+    With ``whitespace`` (a promise about ``grammar``, see ``ir.WhitespaceGaps``) the gaps are
+    lowered unbounded and their bound goes to the matcher (``EarleyTables.ws_bound``): a
+    bounded gap costs its bound plus one DFA states in every terminal that holds it."""
     limits = limits or CompileLimits()
+    ws_bound = 0
+    if whitespace is not None and whitespace.rule in grammar.rules:
+        grammar = _unbounded_gaps(grammar, whitespace)
+        ws_bound = whitespace.bound
 
     def dfa_builder(expr: Expr, rules: RuleSet, rules_digest: bytes) -> _PackedDfa:
         return _DFA_CACHE.get(expr, limits.max_dfa_states, rules, rules_digest)
@@ -1324,6 +1350,7 @@ def build_tables(
         term_cap=term_cap,
         nt_names=tuple(low.nt_names[o] for o in used_nt),
         term_exprs=tuple(low.term_exprs[o] for o in used_t),
+        ws_bound=ws_bound,
     )
 
 

@@ -264,6 +264,18 @@ class Grammar:
         return cls({name: expr}, start=name)
 
 
+@dataclass(frozen=True)
+class WhitespaceGaps:
+    """A front end's promise about a grammar of JSON text: its rule ``rule`` is
+    ``[\t\n\r ]{0,bound}``, used once per gap between two tokens (never two gaps side by side),
+    and is the only whitespace outside strings. The compiler may then leave the gaps unbounded
+    and have the matcher bound each run of whitespace outside strings instead, which is the same
+    language (``matcher.whitespace``)."""
+
+    rule: str
+    bound: int
+
+
 # --------------------------------------------------------------------------- constructors
 
 
@@ -478,6 +490,7 @@ __all__ = [
     "Ref",
     "Repeat",
     "Seq",
+    "WhitespaceGaps",
     "capped",
     "char_set",
     "chars",

@@ -684,6 +684,19 @@ def fill_mask_ctx(ctx, bitmask, index):  # noqa: ANN001, ANN201
     )  # fmt: skip
 
 
+@njit(cache=True, nogil=True)
+def fill_mask_within_ctx(ctx, bitmask, index, allowed):  # noqa: ANN001, ANN201
+    """``fill_mask_ctx``, then only the tokens also in ``allowed`` (uint32 [ceil(V / 32)]; a
+    filter the parser does not see, ``matcher.whitespace``). Returns what ``fill_mask`` did."""
+    r = fill_mask_ctx(ctx, bitmask, index)
+    if r == MASKED or r == UNMASKED:
+        row = bitmask[index]
+        out = carray(_pointer(row.ctypes.data), allowed.shape[0], np.uint32)
+        for w in range(allowed.shape[0]):
+            out[w] &= allowed[w]
+    return r
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _in_set(bits, row, b):  # noqa: ANN001, ANN202
     """Byte ``b`` is in the 256-bit set ``bits[row]`` (uint64 [.., 4])."""

@@ -88,6 +88,9 @@ class GrammarMatcher:
         self._ctx_cache: K.Cache | None = None  # None: the Cache rows are not packed yet
         K.pack_state(self._ctx, self._state)
         self._history: list[int] = []  # position before each accepted step
+        # bounded whitespace runs (``matcher.whitespace``): the state after each accepted step
+        self._ws = self._runtime.whitespace
+        self._ws_after: list[int] = []
         self._terminated_at: int | None = None  # history length when EOS was accepted
         self._tensor_view: tuple[Any, tuple[Any, ...], np.ndarray] | None = None  # _bitmask_of
         self._run(K.init_state_ctx)
@@ -133,6 +136,10 @@ class GrammarMatcher:
     def _pos(self) -> int:
         return int(self._state.meta[K.POS])
 
+    @property
+    def _ws_state(self) -> int:
+        return self._ws_after[-1] if self._ws_after else 0
+
     # -- queries -----------------------------------------------------------------
 
     def is_accepting(self) -> bool:
@@ -161,17 +168,24 @@ class GrammarMatcher:
             if not self.is_accepting():
                 return False
             self._history.append(self._pos)
+            self._ws_after.append(self._ws_state)
             self._terminated_at = len(self._history)
             return True
         if not 0 <= token_id < self._vocab_size:
             raise MatcherError(
                 f"token id {token_id} is outside the vocabulary (0..{self._vocab_size - 1})"
             )
+        ws = 0
+        if self._ws is not None:
+            ws = self._ws.next(self._ws_state, token_id)
+            if ws < 0:
+                return False
         before = self._pos
         # a special or padding token (no bytes) fails
         if self._run(K.advance_token_ctx, as_int(token_id)) != K.OK:
             return False
         self._history.append(before)
+        self._ws_after.append(ws)
         return True
 
     def accept_string(self, text: str | bytes) -> bool:
@@ -182,12 +196,18 @@ class GrammarMatcher:
         return self._accept_bytes(data)
 
     def _accept_bytes(self, data: bytes) -> bool:
+        ws = 0
+        if self._ws is not None:
+            ws = self._ws.run(self._ws_state, data)
+            if ws < 0:
+                return False
         before = self._pos
         arr = np.frombuffer(data, dtype=np.uint8)
         r = self._run(K.advance_ctx, arr)
         if r != K.OK:
             return False
         self._history.append(before)
+        self._ws_after.append(ws)
         return True
 
     def rollback(self, num_tokens: int = 1) -> None:
@@ -200,6 +220,7 @@ class GrammarMatcher:
             return
         target = self._history[-num_tokens]
         del self._history[-num_tokens:]
+        del self._ws_after[-num_tokens:]
         if self._terminated_at is not None and self._terminated_at > len(self._history):
             self._terminated_at = None
         self._state.meta[K.POS] = target
@@ -221,6 +242,8 @@ class GrammarMatcher:
         other._tensor_view = None
         K.pack_state(other._ctx, other._state)
         other._history = list(self._history)
+        other._ws = self._ws
+        other._ws_after = list(self._ws_after)
         other._terminated_at = self._terminated_at
         return other
 
@@ -239,13 +262,19 @@ class GrammarMatcher:
         arr = self._bitmask_of(bitmask)
         if type(index) is not int:
             index = as_int(index)
+        every = True  # the whitespace filter, if any, allows every token
+        if self._ws is not None:
+            allowed, every = self._ws.allowed(self._ws_after[-1] if self._ws_after else 0)
         missing = -1  # the index slot whose row the last MISSING fill lacked
         while True:  # one kernel call, unless a row is missing or the chart is full
-            r = K.fill_mask_ctx(self._context(), arr, index)
+            if self._ws is None:
+                r = K.fill_mask_ctx(self._context(), arr, index)
+            else:
+                r = K.fill_mask_within_ctx(self._context(), arr, index, allowed)
             if r == K.MASKED:
                 return True
             if r == K.UNMASKED:
-                return False
+                return not every
             if r == K.MISSING:
                 slot = int(self._state.meta[K.MISS])
                 if slot == missing:  # built the last time round: the context missed the new arrays

@@ -25,6 +25,7 @@ import numpy as np
 from grammarsd.errors import GrammarError
 from grammarsd.matcher import _kernels as K
 from grammarsd.matcher.rowstore import Row, RowStore, shared_row_store
+from grammarsd.matcher.whitespace import whitespace_runs
 from grammarsd.tokenizer.trie import UTF8_DFA
 
 if TYPE_CHECKING:
@@ -378,7 +379,8 @@ class Runtime:
 
     ``tables`` and ``vocab_args`` = (token_indptr, token_data, EOS ids, and the trie's tok_ids,
     seq_ptr, seq_data) are built once; ``context`` is a packed kernel context (``_kernels.new_context``) naming them, whose Cache and
-    State rows each matcher fills in its own copy.
+    State rows each matcher fills in its own copy. ``whitespace`` bounds whitespace runs where the
+    tables leave JSON gaps unbounded (``matcher.whitespace``; None elsewhere).
     """
 
     def __init__(self, compiled: CompiledGrammar) -> None:
@@ -410,6 +412,7 @@ class Runtime:
             trie.seq_data,
         )
         self.context = K.new_context(self.tables, self.vocab_args)
+        self.whitespace = whitespace_runs(info, t.ws_bound) if t.ws_bound else None
 
 
 _LOCK = threading.Lock()

@@ -5,6 +5,7 @@ Public API::
     schema_to_grammar(schema, *, options=JsonSchemaOptions(), registry=None) -> Grammar
     resolve_schema(spec) -> dict
     JsonSchemaOptions
+    whitespace_gaps(options) -> WhitespaceGaps | None   (how the grammars' whitespace is laid out)
 
 Every keyword is either enforced exactly or refused with ``SchemaUnsupportedError`` (keyword,
 JSON pointer, reason); see ``compiler`` for the method and ``docs/json-schema.md`` for the
@@ -20,7 +21,7 @@ import referencing
 
 from grammarsd.errors import InvalidSchemaError, SchemaUnsupportedError
 from grammarsd.grammar.ir import Grammar
-from grammarsd.grammar.json_schema.compiler import DRAFTS, Draft, _Lowering
+from grammarsd.grammar.json_schema.compiler import DRAFTS, Draft, _Lowering, whitespace_gaps
 from grammarsd.grammar.json_schema.metaschema import check_schema
 from grammarsd.grammar.json_schema.options import JsonSchemaOptions
 
@@ -109,4 +110,5 @@ def schema_to_grammar(
     return _Lowering(value, draft, options, base).grammar()
 
 
-__all__ = ["JsonSchemaOptions", "draft_of", "resolve_schema", "schema_to_grammar"]
+__all__ = ["JsonSchemaOptions", "draft_of", "resolve_schema", "schema_to_grammar",
+           "whitespace_gaps"]

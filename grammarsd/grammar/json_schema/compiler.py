@@ -87,6 +87,7 @@ from grammarsd.grammar.ir import (
     Ref,
     Repeat,
     Seq,
+    WhitespaceGaps,
     capped,
     char_set,
     choice,
@@ -191,6 +192,7 @@ DRAFTS: dict[str, Draft] = {
 _APPLICATORS = {"$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
                 "dependentSchemas", "$dynamicRef", "$recursiveRef"}
 _WS = char_set(" \t\n\r")
+_WS_RULE = "ws"
 _CHAR = Ref("char")  # the rule for one JSON-encoded character of a string
 #: Up to this many keys, an object in enum/const is accepted in any key order (any_order=True
 #: or "auto").
@@ -232,12 +234,12 @@ class _Layout:
         self.options = options
         self.ws: Expr = EMPTY
         if options.whitespace == "flexible" and options.max_whitespace != 0:
-            self.ws = Ref("ws")
+            self.ws = Ref(_WS_RULE)
 
     def rules(self) -> dict[str, Expr]:
         if self.ws == EMPTY:
             return {}
-        return {"ws": repeat(_WS, 0, self.options.max_whitespace)}
+        return {_WS_RULE: repeat(_WS, 0, self.options.max_whitespace)}
 
     def child_level(self, level: int) -> int:
         return level + 1 if self.options.whitespace == "indent" else 0
@@ -269,6 +271,17 @@ class _Layout:
         if self.options.whitespace == "indent":
             return lit(": ")
         return seq(self.ws, lit(":"), self.ws)
+
+
+def whitespace_gaps(options: JsonSchemaOptions) -> WhitespaceGaps | None:
+    """The ``WhitespaceGaps`` of the grammars ``options`` lay out, if their gaps are bounded.
+
+    ``_Layout`` keeps the promise: a gap sits between two tokens (``empty`` spells ``[ ]`` with
+    one gap, not ``open`` then ``close``), and values start and end with a token."""
+    bound = options.max_whitespace
+    if options.whitespace != "flexible" or not bound:
+        return None
+    return WhitespaceGaps(_WS_RULE, bound)
 
 
 # --------------------------------------------------------------------------- lowering

@@ -19,7 +19,9 @@ class JsonSchemaOptions:
         ``max_whitespace`` characters per gap (so ``json.dumps`` output with ``", "`` and
         ``": "`` and compact output both match); ``"compact"`` allows none; ``"indent"``
         is exactly the layout of ``json.dumps(x, indent=indent)``.
-    max_whitespace : bound per gap for ``"flexible"`` (>= 0; None: unbounded).
+    max_whitespace : bound per gap for ``"flexible"`` (>= 0; None: unbounded). The grammar
+        says ``[ \\t\\n\\r]{0,max_whitespace}``; ``compile_json_schema`` has the matcher count it
+        (``whitespace_gaps``) rather than spell it out in every terminal's DFA.
     indent : spaces per level for ``"indent"`` (required there, forbidden elsewhere).
     any_order : ``False``: object properties appear in schema order (declared properties first,
         then other keys); ``True``: any order, each key at most once (the key-set automaton
