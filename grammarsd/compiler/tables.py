@@ -1233,13 +1233,34 @@ def _rules_digest(rules: RuleSet) -> bytes:
 _JSON_WS = char_set(" \t\n\r")
 
 
-def _unbounded_gaps(grammar: Grammar, gaps: WhitespaceGaps) -> Grammar:
-    """``grammar`` with the gap rule ``gaps.rule`` unbounded (see ``ir.WhitespaceGaps``)."""
-    body = grammar.rules[gaps.rule]
-    if body != Repeat(_JSON_WS, 0, gaps.bound):
-        raise GrammarError(f"rule {gaps.rule!r} is not a gap of at most {gaps.bound} JSON "
-                           f"whitespace characters: {_label(body)}")
-    return Grammar({**grammar.rules, gaps.rule: Repeat(_JSON_WS, 0, None)}, start=grammar.start)
+class _OpenGaps:
+    """Lexemes with a bounded whitespace gap (``ir.WhitespaceGaps``) made unbounded, for their
+    DFAs only: the lowering keeps deciding what to merge by the bounded gap (counted as its
+    bound, so gaps inside counted repeats keep those repeats apart, as before). Memoised by
+    identity, since lexemes share their subexpressions."""
+
+    def __init__(self, grammar: Grammar, gaps: WhitespaceGaps) -> None:
+        self.bound = gaps.bound
+        self.bounded = Repeat(_JSON_WS, 0, gaps.bound)
+        if grammar.rules[gaps.rule] != self.bounded:
+            raise GrammarError(f"rule {gaps.rule!r} is not a gap of at most {gaps.bound} JSON "
+                               f"whitespace characters: {_label(grammar.rules[gaps.rule])}")
+        self.open = Repeat(_JSON_WS, 0, None)
+        self.memo: dict[int, tuple[Expr, Expr]] = {}
+
+    def __call__(self, expr: Expr) -> Expr:
+        hit = self.memo.get(id(expr))
+        if hit is not None and hit[0] is expr:
+            return hit[1]
+        out: Expr
+        if expr == self.bounded:
+            out = self.open
+        elif isinstance(expr, (Literal, CharClass, Ref)) or decoded_class(expr) is not None:
+            out = expr  # a string's character holds no gap
+        else:
+            out = _rebuild(expr, [self(c) for c in children(expr)])
+        self.memo[id(expr)] = (expr, out)
+        return out
 
 
 def build_tables(
@@ -1250,16 +1271,17 @@ def build_tables(
 ) -> EarleyTables:
     """Lower ``grammar`` to flat Earley tables; see the module docstring for the layout.
 
-    With ``whitespace`` (a promise about ``grammar``, see ``ir.WhitespaceGaps``) the gaps are
-    lowered unbounded and their bound goes to the matcher (``EarleyTables.ws_bound``): a
-    bounded gap costs its bound plus one DFA states in every terminal that holds it."""
+    With ``whitespace`` (a promise about ``grammar``, see ``ir.WhitespaceGaps``) the terminals'
+    DFAs hold the gaps unbounded and their bound goes to the matcher (``EarleyTables.ws_bound``):
+    a bounded gap costs its bound plus one DFA states in every terminal that holds it."""
     limits = limits or CompileLimits()
-    ws_bound = 0
+    open_gaps = None
     if whitespace is not None and whitespace.rule in grammar.rules:
-        grammar = _unbounded_gaps(grammar, whitespace)
-        ws_bound = whitespace.bound
+        open_gaps = _OpenGaps(grammar, whitespace)
 
     def dfa_builder(expr: Expr, rules: RuleSet, rules_digest: bytes) -> _PackedDfa:
+        if open_gaps is not None:  # rule groups keep theirs: bounded twice is still exact
+            expr = open_gaps(expr)
         return _DFA_CACHE.get(expr, limits.max_dfa_states, rules, rules_digest)
 
     low = _Lowering(grammar, limits, dfa_builder)
@@ -1350,7 +1372,7 @@ def build_tables(
         term_cap=term_cap,
         nt_names=tuple(low.nt_names[o] for o in used_nt),
         term_exprs=tuple(low.term_exprs[o] for o in used_t),
-        ws_bound=ws_bound,
+        ws_bound=0 if open_gaps is None else open_gaps.bound,
     )
 
 
