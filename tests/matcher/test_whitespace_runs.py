@@ -182,6 +182,19 @@ def test_bounded_gaps_leave_the_dfas_unbounded() -> None:
     assert tables.num_dfa_states * 3 < plain.num_dfa_states
 
 
+def test_open_gaps_keep_the_terminal_split() -> None:
+    """Only the DFAs change: a counted repeat holding gaps (an array with ``maxItems``) is kept
+    apart from its neighbours as with bounded gaps, so its terminals do not multiply."""
+    schema = {"type": "object", "properties": {"xs": {"type": "array", "maxItems": 6, "items": {
+        "type": "object", "properties": {"a": {"type": "integer"}}}}, "b": {"type": "string"}}}
+    grammar = schema_to_grammar(schema)
+    bounded = build_tables(grammar)
+    opened = build_tables(grammar, whitespace=WhitespaceGaps("ws", 32))
+    assert np.array_equal(bounded.item_next, opened.item_next)
+    assert bounded.term_exprs == opened.term_exprs
+    assert opened.num_dfa_states * 3 < bounded.num_dfa_states
+
+
 def test_only_flexible_bounded_layouts_promise_gaps() -> None:
     assert whitespace_gaps(JsonSchemaOptions()) == WhitespaceGaps("ws", 32)
     assert whitespace_gaps(JsonSchemaOptions(max_whitespace=None)) is None
