@@ -264,7 +264,7 @@ class GrammarMatcher:
             index = as_int(index)
         every = True  # the whitespace filter, if any, allows every token
         if self._ws is not None:
-            allowed, every = self._ws.allowed(self._ws_after[-1] if self._ws_after else 0)
+            allowed, every = self._ws.allowed(self._ws_state)
         missing = -1  # the index slot whose row the last MISSING fill lacked
         while True:  # one kernel call, unless a row is missing or the chart is full
             if self._ws is None:
