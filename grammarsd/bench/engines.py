@@ -76,6 +76,9 @@ class Engine(ABC):
     package: ClassVar[str]
     refusals: ClassVar[tuple[type[BaseException], ...]] = (Exception,)
     empty_language: ClassVar[tuple[type[BaseException], ...]] = ()
+    # (schema, text) pairs run at warm-up after the shared ones (``maskbench.WARMUP_CASES``): what
+    # else this engine compiles lazily, so that it is not timed inside a schema's run
+    warmup_cases: ClassVar[tuple[tuple[Any, str], ...]] = ()
 
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
@@ -163,6 +166,11 @@ class GrammarsdEngine(Engine):
     refusals = (GrammarsdError,)
     empty_language = (EmptyLanguageError,)
     options: ClassVar[dict[str, Any]] = {}
+    # a bare string (no whitespace gaps: the plain fill kernel) whose pattern meets a maxLength
+    # the matcher counts (capped terminals) and a product of automata (pattern and length)
+    warmup_cases: ClassVar[tuple[tuple[Any, str], ...]] = (
+        ({"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$", "maxLength": 5000}, '"warm-up"'),
+    )
 
     def __init__(self, tokenizer: Any) -> None:
         import grammarsd as gs

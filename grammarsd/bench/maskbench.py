@@ -270,11 +270,11 @@ def run_case(engine: Engine, case: SchemaCase, bitmask: np.ndarray) -> SchemaRec
 
 
 def _warm_up(engine: Engine, tokenizer: Any) -> float:
-    """Compile small schemas and run one instance each (``WARMUP_CASES``); returns seconds (JIT,
-    caches, first calls)."""
+    """Compile small schemas and run one instance each (``WARMUP_CASES``, then the engine's own
+    ``warmup_cases``); returns seconds (JIT, caches, first calls)."""
     start = time.perf_counter()
     bitmask = np.zeros((1, (engine.vocab_size + 31) // 32), dtype=np.int32)
-    for schema, text in WARMUP_CASES:
+    for schema, text in WARMUP_CASES + engine.warmup_cases:
         ids = tuple(tokenizer.encode(text, add_special_tokens=False))
         rec = run_case(engine, SchemaCase("warm-up", schema, (Instance(True, ids),)), bitmask)
         if not rec.passed:
