@@ -185,7 +185,7 @@ def _tree_of(e: Expr) -> tuple[int, dict[str, int]]:
 
 
 class _Counts:
-    """Counted repeats in regular expressions (memoised by identity).
+    """Counted repeats in regular expressions.
 
     The *expansion* of an expression is the product of the repeat bounds along its most deeply
     counted path (``x{0,5}{0,4}`` is 20; an unbounded ``x{m,}`` counts ``m + 1``; a JSON-encoded
@@ -199,28 +199,42 @@ class _Counts:
 
     def __init__(self, alone: int) -> None:
         self.alone = alone
-        self.memo: dict[int, tuple[Expr, int, bool]] = {}  # id -> (expr kept alive, exp, big)
-
-    def _get(self, expr: Expr) -> tuple[int, bool]:
-        hit = self.memo.get(id(expr))
-        if hit is None:
-            kids = [] if decoded_class(expr) is not None else [self._get(c) for c in children(expr)]
-            exp = max((k[0] for k in kids), default=1)
-            big = any(k[1] for k in kids)
-            if isinstance(expr, Repeat):
-                exp *= expr.min + 1 if expr.max is None else max(expr.max, 1)
-                big = big or exp > self.alone
-            big = big or isinstance(expr, Capped)
-            hit = (expr, exp, big)
-            self.memo[id(expr)] = hit
-        return hit[1], hit[2]
 
     def expansion(self, expr: Expr) -> int:
-        return self._get(expr)[0]
+        return _expansions(expr)[0]
 
     def has_big(self, expr: Expr) -> bool:
         """True iff some repeat inside ``expr`` (or ``expr`` itself) is big."""
-        return self._get(expr)[1]
+        return _expansions(expr)[1] > self.alone
+
+
+_LEAF_EXPANSIONS = (1, 0)
+_CAPPED_EXPANSION = 1 << 62  # a ``Capped`` node is bigger than any bound
+
+
+def _expansions(root: Expr) -> tuple[int, int]:
+    """``root``'s expansion (see ``_Counts``) and the largest expansion of a repeat inside it
+    (0 for none). Each composite node keeps its answer, so a shared sub-expression (a format's
+    spellings, a JSON character's encodings) is walked once in its life, not once per grammar."""
+    if isinstance(root, (Literal, CharClass, Ref)):
+        return _LEAF_EXPANSIONS
+    hit = root.__dict__.get("_expansions")
+    if hit is not None:
+        return hit
+    for e in uncached_postorder(root, "_expansions", (Literal, CharClass, Ref)):
+        out = _LEAF_EXPANSIONS
+        if decoded_class(e) is None:
+            kids = [_expansions(k) for k in children(e)]
+            exp = max((k[0] for k in kids), default=1)
+            inner = max((k[1] for k in kids), default=0)
+            if isinstance(e, Repeat):
+                exp *= e.min + 1 if e.max is None else max(e.max, 1)
+                inner = max(inner, exp)
+            elif isinstance(e, Capped):
+                inner = _CAPPED_EXPANSION
+            out = (exp, inner)
+        object.__setattr__(e, "_expansions", out)
+    return root.__dict__["_expansions"]
 
 
 def _label(expr: Expr, limit: int = 80) -> str:
@@ -1233,6 +1247,30 @@ def _rules_digest(rules: RuleSet) -> bytes:
 _JSON_WS = char_set(" \t\n\r")
 
 
+def _gap_bounds(root: Expr) -> frozenset[int]:
+    """The bounds ``b`` of the whitespace gaps ``[ \\t\\n\\r]{0,b}`` inside ``root``, not counting
+    a string's characters (which hold none). Each composite node keeps its answer, so a gap-free
+    sub-expression shared across grammars (a format's spellings) is walked once in its life."""
+    if isinstance(root, (Literal, CharClass, Ref)):
+        return _NO_GAPS
+    hit = root.__dict__.get("_gap_bounds")
+    if hit is not None:
+        return hit
+    for e in uncached_postorder(root, "_gap_bounds", (Literal, CharClass, Ref)):
+        out = _NO_GAPS
+        if isinstance(e, Repeat) and e.min == 0 and e.max is not None and e.item == _JSON_WS:
+            out = frozenset((e.max,))
+        elif decoded_class(e) is None:
+            found = [b for b in (_gap_bounds(k) for k in children(e)) if b]
+            if found:
+                out = found[0] if len(found) == 1 else frozenset().union(*found)
+        object.__setattr__(e, "_gap_bounds", out)
+    return root.__dict__["_gap_bounds"]
+
+
+_NO_GAPS: frozenset[int] = frozenset()
+
+
 class _OpenGaps:
     """Lexemes with a bounded whitespace gap (``ir.WhitespaceGaps``) made unbounded, for their
     DFAs only: the lowering keeps deciding what to merge by the bounded gap (counted as its
@@ -1249,14 +1287,14 @@ class _OpenGaps:
         self.memo: dict[int, tuple[Expr, Expr]] = {}
 
     def __call__(self, expr: Expr) -> Expr:
+        if self.bound not in _gap_bounds(expr):
+            return expr
         hit = self.memo.get(id(expr))
         if hit is not None and hit[0] is expr:
             return hit[1]
         out: Expr
         if expr == self.bounded:
             out = self.open
-        elif isinstance(expr, (Literal, CharClass, Ref)) or decoded_class(expr) is not None:
-            out = expr  # a string's character holds no gap
         else:
             out = _rebuild(expr, [self(c) for c in children(expr)])
         self.memo[id(expr)] = (expr, out)
