@@ -21,6 +21,7 @@ alive for a reason the masks cannot see.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -136,19 +137,26 @@ class WhitespaceRuns:
         return row
 
 
-_CACHE: dict[tuple[str, int], WhitespaceRuns] = {}
+_CACHE: OrderedDict[tuple[str, int], WhitespaceRuns] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
+CACHE_SIZE = 8  # (tokenizer, bound) pairs kept: each holds ~10 MB of per-token tables for 128k ids
 
 
 def whitespace_runs(info: TokenizerInfo, bound: int) -> WhitespaceRuns:
-    """The shared ``WhitespaceRuns`` of ``info`` and ``bound``."""
+    """The shared ``WhitespaceRuns`` of ``info`` and ``bound`` (the ``CACHE_SIZE`` most recently
+    used pairs are kept; a grammar keeps its own alive through its runtime)."""
     key = (info.fingerprint, bound)
     with _CACHE_LOCK:
         runs = _CACHE.get(key)
-    if runs is None:
-        runs = WhitespaceRuns(info, bound)
-        with _CACHE_LOCK:
-            runs = _CACHE.setdefault(key, runs)
+        if runs is not None:
+            _CACHE.move_to_end(key)
+            return runs
+    runs = WhitespaceRuns(info, bound)
+    with _CACHE_LOCK:
+        runs = _CACHE.setdefault(key, runs)
+        _CACHE.move_to_end(key)
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
     return runs
 
 

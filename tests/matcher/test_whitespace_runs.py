@@ -19,7 +19,9 @@ from grammarsd.compiler.tables import build_tables
 from grammarsd.errors import GrammarError
 from grammarsd.grammar.ir import Grammar, WhitespaceGaps, char_set, lit, repeat, seq
 from grammarsd.grammar.json_schema import JsonSchemaOptions, schema_to_grammar, whitespace_gaps
+from grammarsd.matcher import whitespace
 from grammarsd.matcher.reference import ReferenceRecognizer
+from grammarsd.matcher.whitespace import whitespace_runs
 from grammarsd.tokenizer.info import TokenizerInfo
 
 BOUND = 3
@@ -208,3 +210,12 @@ def test_a_promise_the_grammar_does_not_keep_is_refused() -> None:
                       | {"ws": repeat(char_set(" \t"), 0, 3)})
     with pytest.raises(GrammarError, match="not a gap of at most 3"):
         build_tables(grammar, whitespace=WhitespaceGaps("ws", 3))
+
+
+def test_the_shared_runs_are_bounded_and_reused() -> None:
+    first = whitespace_runs(VOCAB, 1)
+    assert whitespace_runs(VOCAB, 1) is first
+    for bound in range(2, 2 + whitespace.CACHE_SIZE):
+        whitespace_runs(VOCAB, bound)
+    assert len(whitespace._CACHE) == whitespace.CACHE_SIZE
+    assert whitespace_runs(VOCAB, 1) is not first  # evicted, least recently used
