@@ -1208,17 +1208,33 @@ def classify_tokens(
     stack[0] = q
     split[0] = -1
     counts[0] = count
-    n_acc = 0
-    n_unc = 0
-    n_flips = 0  # tokens tok_ids[flips[2i]:flips[2i + 1]] are accepted
-    skipped = 0
-    k = 0
-    n = byte.shape[0]
-    visited = 0
-    while k < n:
+    done, _, n_acc, n_unc, n_flips, skipped = _walk_nodes(
+        0, byte.shape[0], 0, budget, 0, 0, 0, 0, stack, split, counts, dfa_trans, dfa_info,
+        steps, rad, rad_utf8, follow, room, byte, depth, nxt, tok_ptr, tok_lcp, below,
+        below_utf8, height, seq_ptr, seq_data, flips, kept, lcp, cls,
+    )  # fmt: skip
+    if not done:
+        return -1, -1, -1, -1
+    _write_accepted(tok_ids, tok_bits, flips, n_flips, n_acc, accepted, bits)
+    counted = count > -NO_CAP
+    n_cls = _number_classes(dfa_trans, dfa_info, q, counted, seq_ptr, seq_data, kept, cls, n_unc)
+    return n_acc, n_unc, n_cls, skipped
+
+
+@njit(cache=True, nogil=True)
+def _walk_nodes(  # noqa: ANN202
+    k, stop, visited, budget, n_acc, n_unc, n_flips, skipped, stack, split, counts,  # noqa: ANN001
+    dfa_trans, dfa_info, steps, rad, rad_utf8, follow, room, byte, depth, nxt,  # noqa: ANN001
+    tok_ptr, tok_lcp, below, below_utf8, height, seq_ptr, seq_data, flips, kept, lcp, cls,  # noqa: ANN001
+):
+    """``classify_tokens``' walk over the trie nodes ``k .. stop - 1`` (whole subtrees), the
+    states, splits and counts of their parents' depths already on ``stack`` / ``split`` /
+    ``counts``; appends accepted runs to ``flips`` and uncertain tokens to ``kept`` / ``lcp`` /
+    ``cls``. Returns (completed within ``budget``, visited, n_acc, n_unc, n_flips, skipped)."""
+    while k < stop:
         visited += 1
         if visited > budget:
-            return -1, -1, -1, -1
+            return False, visited, n_acc, n_unc, n_flips, skipped
         d = depth[k]
         b = byte[k]
         parent = stack[d - 1]
@@ -1237,7 +1253,7 @@ def classify_tokens(
                 skipped += 1
                 visited += end - k - 1
                 if visited > budget:
-                    return -1, -1, -1, -1
+                    return False, visited, n_acc, n_unc, n_flips, skipped
             else:
                 stack[d] = s2
                 split[d] = at
@@ -1267,9 +1283,228 @@ def classify_tokens(
                         lcp[n_unc] = 0
                     n_unc += 1
             k = nxt[k]
-    _write_accepted(tok_ids, tok_bits, flips, n_flips, n_acc, accepted, bits)
-    counted = count > -NO_CAP
-    n_cls = _number_classes(dfa_trans, dfa_info, q, counted, seq_ptr, seq_data, kept, cls, n_unc)
+    return True, visited, n_acc, n_unc, n_flips, skipped
+
+
+@njit(cache=True, nogil=True)
+def loop_plan(steps, rad, rad_utf8, q, utf8, utf8_dfa, max_depth, byte, depth, nxt, tok_ptr,  # noqa: ANN001, ANN201
+              tok_ids, below, below_utf8, height, bits, exits):  # noqa: ANN001
+    """The part of ``classify_tokens``' walk from a self-looping state ``q`` that depends only on
+    ``q``'s step set and radii: the *spine* and its *exits*. A node is on the spine when the DFA
+    is in ``q`` below it (its byte loops on ``q``) or, with ``utf8`` (``q`` reads every
+    multi-byte character back to ``q`` without accepting on the way: ``loops_through_utf8``),
+    inside or at the end of a well-formed character read from ``q`` (``utf8_dfa`` = the trie's
+    ``UTF8_DFA``). An exit is the first node off the spine on a path. Every token that ends on
+    the spine or in a subtree taken whole from it (in ``q``, as ``_subtree_stays`` allows) is
+    accepted: they are set in ``bits`` (uint32 words, overwritten). ``exits`` (int32 [num_nodes,
+    2]) gets each exit and the depth where its character began (the DFA was in ``q`` there), in
+    trie order. Returns the numbers of exits, of accepted tokens and of subtrees taken whole.
+    Every state with the same step set, radii and ``utf8`` has the same plan
+    (``classify_loop_tokens``), whatever it does past the exits."""
+    bits[:] = 0
+    n = byte.shape[0]
+    u = np.zeros(max_depth + 2, dtype=np.int64)  # UTF-8 state after each depth of the path
+    n_exits = 0
+    n_acc = 0
+    n_whole = 0
+    k = 0
+    while k < n:
+        d = depth[k]
+        b = byte[k]
+        inside = u[d - 1]  # > 0: the node's parent is inside a character read from q
+        end = k + 1
+        if inside == 0 and _in_bits(steps[q], b):
+            u[d] = 0
+        elif utf8 and utf8_dfa[inside, b] >= 0 and (inside > 0 or b >= 0xC0):
+            u[d] = utf8_dfa[inside, b]  # 0: the character is whole, the DFA is back in q
+        else:
+            exits[n_exits, 0] = k
+            start = d - 1
+            while u[start] > 0:
+                start -= 1
+            exits[n_exits, 1] = start
+            n_exits += 1
+            k = nxt[k]
+            continue
+        h = height[k]
+        if u[d] == 0 and h > 0 and _subtree_stays(steps, rad, rad_utf8, q, below, below_utf8, h, k):
+            end = nxt[k]
+            n_whole += 1
+        for j in range(tok_ptr[k], tok_ptr[end]):
+            t = tok_ids[j]
+            bits[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+        n_acc += tok_ptr[end] - tok_ptr[k]
+        k = end
+    return n_exits, n_acc, n_whole
+
+
+_UTF8_PAIRS = 1024  # loops_through_utf8: (DFA state, UTF-8 state) pairs it may track
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _utf8_visit(dfa_trans, dfa_info, q, s, u, b, utf8_dfa, table, stack, top):  # noqa: ANN001, ANN202
+    """One byte ``b`` from pair (``s``, ``u``) for ``loops_through_utf8``: the new stack top, or
+    -1 when the byte breaks the loop (or the table is full)."""
+    u2 = utf8_dfa[u, b]
+    if u2 < 0:
+        return top  # not a character: the loop promises nothing about it
+    t = dfa_trans[s, b]
+    if u2 == 0:
+        return top if t == q else -1
+    if t < 0 or dfa_info[t, 0] != 0:
+        return -1
+    key = t * 8 + u2
+    mask = table.shape[0] - 1
+    slot = (key * 0x9E3779B1) & mask
+    while table[slot] >= 0 and table[slot] != key:
+        slot = (slot + 1) & mask
+    if table[slot] < 0:
+        if top == stack.shape[0]:
+            return -1
+        table[slot] = key
+        stack[top, 0] = t
+        stack[top, 1] = u2
+        top += 1
+    return top
+
+
+@njit(cache=True, nogil=True)
+def loops_through_utf8(dfa_trans, dfa_info, utf8_dfa, q):  # noqa: ANN001, ANN201
+    """Every well-formed multi-byte character read from ``q`` stays alive, passes no accepting
+    state and ends in ``q``: a depth-first search over the (DFA state, UTF-8 state) pairs lead
+    bytes reach, in a table of ``_UTF8_PAIRS`` (False, the safe answer, past that; a JSON string
+    reaches ~10)."""
+    table = np.full(2 * _UTF8_PAIRS, -1, dtype=np.int64)  # open addressing: the pairs pushed
+    stack = np.empty((_UTF8_PAIRS, 2), dtype=np.int64)
+    top = 0
+    for b in range(0xC0, 0x100):
+        top = _utf8_visit(dfa_trans, dfa_info, q, q, 0, b, utf8_dfa, table, stack, top)
+        if top < 0:
+            return False
+    done = 0  # pairs are expanded in push order; each is pushed once
+    while done < top:
+        s, u = stack[done, 0], stack[done, 1]
+        done += 1
+        for b in range(0x80, 0xC0):  # only continuation bytes leave a started character
+            top = _utf8_visit(dfa_trans, dfa_info, q, s, u, b, utf8_dfa, table, stack, top)
+            if top < 0:
+                return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _walk_below(k, p, n_unc, skipped, stack, split, counts, dfa_trans, dfa_info, steps, rad,  # noqa: ANN001, ANN202
+                rad_utf8, follow, byte, depth, nxt, tok_ptr, tok_ids, tok_lcp, below, below_utf8,  # noqa: ANN001
+                height, seq_ptr, seq_data, flips, bits, kept, lcp, cls):  # noqa: ANN001
+    """``classify_tokens``' walk of node ``k``'s subtree, its parent in state ``p`` with no split
+    on the way, setting the accepted tokens in ``bits``: (accepted, n_unc, skipped)."""
+    d = depth[k]
+    stack[d - 1] = p
+    split[d - 1] = -1
+    counts[d - 1] = -NO_CAP
+    _, _, n_sub, n_unc, n_flips, skipped = _walk_nodes(
+        k, nxt[k], 0, NO_CAP, 0, n_unc, 0, skipped, stack, split, counts, dfa_trans, dfa_info,
+        steps, rad, rad_utf8, follow, NO_CAP, byte, depth, nxt, tok_ptr, tok_lcp, below,
+        below_utf8, height, seq_ptr, seq_data, flips, kept, lcp, cls,
+    )  # fmt: skip
+    for r in range(0, n_flips, 2):
+        for j in range(flips[r], flips[r + 1]):
+            t = tok_ids[j]
+            bits[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+    return n_sub, n_unc, skipped
+
+
+@njit(cache=True, nogil=True)
+def classify_loop_tokens(
+    plan_exits: np.ndarray,
+    plan_bits: np.ndarray,
+    plan_acc: int,
+    plan_whole: int,
+    dfa_trans: np.ndarray,
+    dfa_info: np.ndarray,
+    steps: np.ndarray,
+    rad: np.ndarray,
+    rad_utf8: np.ndarray,
+    q: int,
+    loop: int,
+    follow: np.ndarray,
+    max_depth: int,
+    byte: np.ndarray,
+    depth: np.ndarray,
+    nxt: np.ndarray,
+    tok_ptr: np.ndarray,
+    tok_ids: np.ndarray,
+    tok_lcp: np.ndarray,
+    below: np.ndarray,
+    below_utf8: np.ndarray,
+    height: np.ndarray,
+    seq_ptr: np.ndarray,
+    seq_data: np.ndarray,
+    flips: np.ndarray,
+    bits: np.ndarray,
+    kept: np.ndarray,
+    lcp: np.ndarray,
+    cls: np.ndarray,
+) -> tuple[int, int, int, int]:
+    """``classify_tokens``' row of state ``q`` (uncapped, no budget) from the ``loop_plan`` of
+    ``loop``, a self-looping, non-accepting state that ``q`` is or steps to on its step bytes.
+
+    The row is the spine's accepted tokens (``plan_bits``, ``plan_acc`` of them, ``plan_whole``
+    subtrees taken whole) plus a walk below each exit that keeps the DFA alive, from the state
+    its path reaches (``loop`` stepped over the bytes since its character began). No state on
+    the spine accepts, so the spine never splits, and an exit whose byte kills the DFA rejects
+    its whole subtree. Below a first byte ``b``, ``q``'s walk is ``loop``'s where both step to
+    the same state on ``b`` (``q``'s own accept flag never matters: a split needs a byte
+    before it); the other first bytes' subtrees lose the plan's tokens and are walked from
+    ``q``. A JSON string body's walk reads its exits (~1.5k for Llama-3, most of them dead at
+    once) instead of ~13k nodes. Writes the bitset only (the plan is used when the accepted
+    tokens outnumber its words); returns as ``classify_tokens``."""
+    stack = np.empty(max_depth + 2, dtype=np.int64)
+    split = np.empty(stack.shape[0], dtype=np.int64)
+    counts = np.empty(stack.shape[0], dtype=np.int64)
+    bits[:] = plan_bits
+    n_acc = plan_acc
+    n_unc = 0
+    skipped = plan_whole
+    n_exits = plan_exits.shape[0]
+    e = 0
+    k1 = 0  # the first-byte nodes, in order
+    while k1 < byte.shape[0]:
+        end1 = nxt[k1]
+        b = byte[k1]
+        if dfa_trans[q, b] == dfa_trans[loop, b]:
+            while e < n_exits and plan_exits[e, 0] < end1:
+                k = plan_exits[e, 0]
+                p = loop
+                first = seq_ptr[tok_ptr[k]]  # the path to k: a token below k starts with it
+                for at in range(plan_exits[e, 1], depth[k] - 1):
+                    p = dfa_trans[p, seq_data[first + at]]
+                e += 1
+                if dfa_trans[p, byte[k]] >= 0:
+                    n_sub, n_unc, skipped = _walk_below(
+                        k, p, n_unc, skipped, stack, split, counts, dfa_trans, dfa_info, steps,
+                        rad, rad_utf8, follow, byte, depth, nxt, tok_ptr, tok_ids, tok_lcp, below,
+                        below_utf8, height, seq_ptr, seq_data, flips, bits, kept, lcp, cls,
+                    )  # fmt: skip
+                    n_acc += n_sub
+        else:
+            for j in range(tok_ptr[k1], tok_ptr[end1]):
+                t = tok_ids[j]
+                m = np.uint32(1) << np.uint32(t & 31)
+                if bits[t >> 5] & m:
+                    bits[t >> 5] &= ~m
+                    n_acc -= 1
+            while e < n_exits and plan_exits[e, 0] < end1:
+                e += 1
+            if dfa_trans[q, b] >= 0:
+                n_sub, n_unc, skipped = _walk_below(
+                    k1, q, n_unc, skipped, stack, split, counts, dfa_trans, dfa_info, steps, rad,
+                    rad_utf8, follow, byte, depth, nxt, tok_ptr, tok_ids, tok_lcp, below,
+                    below_utf8, height, seq_ptr, seq_data, flips, bits, kept, lcp, cls,
+                )  # fmt: skip
+                n_acc += n_sub
+        k1 = end1
+    n_cls = _number_classes(dfa_trans, dfa_info, q, False, seq_ptr, seq_data, kept, cls, n_unc)
     return n_acc, n_unc, n_cls, skipped
 
 

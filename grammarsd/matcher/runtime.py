@@ -18,6 +18,7 @@ storage)."""
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -31,6 +32,7 @@ from grammarsd.tokenizer.trie import UTF8_DFA
 if TYPE_CHECKING:
     from grammarsd.compiler.compiled import CompiledGrammar
     from grammarsd.compiler.tables import EarleyTables
+    from grammarsd.tokenizer.trie import TokenTrie
 
 
 CHEAP_WALK_NODES = 2048  # trie nodes a walk may visit before the row is looked up by signature
@@ -75,6 +77,77 @@ def _grow(a: np.ndarray, need: int) -> np.ndarray:
     b = np.zeros((size, *a.shape[1:]), dtype=a.dtype)
     b[: a.shape[0]] = a
     return b
+
+
+class LoopPlan(NamedTuple):
+    """``_kernels.loop_plan`` of one step set, radii and UTF-8 flag over one trie (read-only)."""
+
+    exits: np.ndarray  # int32 [E, 2]: the spine's exits in trie order, where their characters began
+    bits: np.ndarray  # uint32 [W]: the tokens the spine accepts ...
+    accepted: int  # ... and how many
+    whole: int  # subtrees the spine takes whole
+
+
+class LoopPlans:
+    """Thread-safe LRU of ``LoopPlan`` by (tokenizer fingerprint, step set, radii, UTF-8 flag):
+    every JSON string body of every grammar of a tokenizer has the same one. A plan is ~16 KB of
+    bits plus 8 bytes per exit (~1.5k for a string body); ``max_plans`` bounds them."""
+
+    def __init__(self, max_plans: int = 64) -> None:
+        self.max_plans = max_plans
+        self._plans: OrderedDict[tuple[str, bytes, int, int, bool], LoopPlan] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def get(self, fingerprint: str, trie: TokenTrie, steps: np.ndarray, rad: np.ndarray,
+            rad_utf8: np.ndarray, q: int, utf8: bool, words: int) -> LoopPlan:
+        """The plan of state ``q``'s step set and radii (made on first use)."""
+        key = (fingerprint, steps[q].tobytes(), int(rad[q]), int(rad_utf8[q]), utf8)
+        with self._lock:
+            plan = self._plans.get(key)
+            if plan is not None:
+                self._plans.move_to_end(key)
+                return plan
+        bits = np.empty(words, dtype=np.uint32)
+        exits = np.empty((trie.num_nodes, 2), dtype=np.int32)
+        n_exits, accepted, whole = K.loop_plan(
+            steps, rad, rad_utf8, q, utf8, UTF8_DFA, trie.max_depth, trie.byte, trie.depth,
+            trie.next, trie.tok_ptr, trie.tok_ids, trie.below, trie.below_utf8, trie.height, bits,
+            exits,
+        )  # fmt: skip
+        plan = LoopPlan(exits[:n_exits].copy(), bits, accepted, whole)
+        for a in plan[:2]:
+            a.setflags(write=False)
+        with self._lock:
+            plan = self._plans.setdefault(key, plan)
+            while len(self._plans) > self.max_plans:
+                self._plans.popitem(last=False)
+        return plan
+
+
+_LOOP_PLANS = LoopPlans()
+
+
+def _successor(dfa_trans: np.ndarray, steps: np.ndarray, s: int) -> int:
+    """``_kernels.chain_sets``' successor of ``s``: where its step bytes lead (-1: none)."""
+    row = steps[s]
+    if not row.any():
+        return -1
+    word = int(np.flatnonzero(row)[0])
+    lowest = int(row[word]) & -int(row[word])
+    return int(dfa_trans[s, 64 * word + lowest.bit_length() - 1])
+
+
+def loop_state(dfa_trans: np.ndarray, dfa_info: np.ndarray, steps: np.ndarray, q: int) -> int:
+    """The state whose ``LoopPlan`` ``q``'s walk can follow (``_kernels.classify_loop_tokens``):
+    ``q``'s successor (``q`` itself, or the loop a string's first character leads to), when it
+    is its own successor and does not accept; else -1."""
+    loop = _successor(dfa_trans, steps, q)
+    if loop < 0 or _successor(dfa_trans, steps, loop) != loop or dfa_info[loop, 0]:
+        return -1
+    return loop
 
 
 class MaskCache:
@@ -249,9 +322,14 @@ class MaskCache:
         trie = self._trie
         scratch = _scratch(self.words, self._vocab_size, trie.num_nodes)
         bits = np.empty(self.words, dtype=np.uint32)
+        t = self._tables
+        if budget < 0 and count == -K.NO_CAP:
+            loop = loop_state(t.dfa_trans, t.dfa_info, self._steps, q)
+            if loop >= 0:
+                return self._loop_walk(q, loop, follow, scratch, bits)
         n_acc, n_unc, n_cls, skipped = K.classify_tokens(
-            self._tables.dfa_trans,
-            self._tables.dfa_info,
+            t.dfa_trans,
+            t.dfa_info,
             self._steps,
             self._rad,
             self._rad_utf8,
@@ -287,6 +365,29 @@ class MaskCache:
         if n_acc > self.words:  # a bitset is smaller than the id list
             return Row(True, bits, *unc, n_cls)
         return Row(False, scratch.acc[:n_acc], *unc, n_cls)
+
+    def _loop_walk(self, q: int, loop: int, follow: np.ndarray, scratch: _Scratch,
+                   bits: np.ndarray) -> Row:
+        """``_walk``'s row of ``q`` from the shared ``LoopPlan`` of its ``loop_state``, when its
+        spine accepts more tokens than a bitset has words (else the plain walk, which also
+        writes the id list)."""
+        trie, t = self._trie, self._tables
+        utf8 = bool(K.loops_through_utf8(t.dfa_trans, t.dfa_info, UTF8_DFA, loop))
+        plan = _LOOP_PLANS.get(self._fingerprint, trie, self._steps, self._rad, self._rad_utf8,
+                               loop, utf8, self.words)  # fmt: skip
+        if plan.accepted <= self.words:
+            row = self._walk(q, follow, trie.num_nodes)
+            assert row is not None
+            return row
+        n_acc, n_unc, n_cls, skipped = K.classify_loop_tokens(
+            plan.exits, plan.bits, plan.accepted, plan.whole, t.dfa_trans, t.dfa_info, self._steps,
+            self._rad, self._rad_utf8, q, loop, follow,
+            trie.max_depth, trie.byte, trie.depth, trie.next, trie.tok_ptr, trie.tok_ids,
+            trie.tok_lcp, trie.below, trie.below_utf8, trie.height, trie.seq_ptr, trie.seq_data,
+            scratch.flips, bits, scratch.pos, scratch.lcp, scratch.cls,
+        )  # fmt: skip
+        self.skipped_subtrees += skipped
+        return Row(True, bits, scratch.pos[:n_unc], scratch.lcp[:n_unc], scratch.cls[:n_unc], n_cls)
 
     def _append(self, row: Row) -> int:
         """Copy ``row`` into the cache arrays and publish them; returns its row number."""

@@ -584,3 +584,155 @@ def test_mask_cache_counts_skipped_subtrees(
         assert cache.nbytes > 0
     assert np.array_equal(masks[True], masks[False])
     assert len(masks[True]) > 100_000
+
+
+# --------------------------------------------------------------------------- loop plans
+
+
+def _class_oracle(trans: np.ndarray, accept: np.ndarray, q: int, tb: list[bytes],
+                  unc: list[int]) -> list[tuple[int, bytes]]:
+    """Per uncertain token (any byte may follow): the DFA state at its split (the first j >= 1
+    where the DFA accepts after j bytes, a byte follows and the DFA is alive) and the bytes from
+    there: two tokens share a suffix class iff these agree."""
+    keys = []
+    for t in unc:
+        s, key = q, None
+        for j, b in enumerate(tb[t]):
+            if j >= 1 and accept[s]:
+                key = (s, tb[t][j:])
+                break
+            s = int(trans[s, b])
+        assert key is not None
+        keys.append(key)
+    return keys
+
+
+def _check_loop_row(trans: np.ndarray, accept: np.ndarray, q: int, info: TokenizerInfo,
+                    trie: TokenTrie, utf8: bool | None = None) -> int:
+    """Assert the row ``classify_loop_tokens`` builds for ``q`` from the ``loop_plan`` of its
+    ``loop_state`` equals the per-token oracle (classes included); return the plan's number of
+    exits."""
+    steps, rad, rad_utf8 = _chain_sets(trans)
+    dfa_info = np.zeros((trans.shape[0], 7), dtype=np.int32)
+    dfa_info[:, 0] = accept
+    dfa_info[:, 4:6] = K.NO_CAP
+    loop = runtime_module.loop_state(trans, dfa_info, steps, q)
+    assert loop >= 0
+    if utf8 is None:
+        utf8 = K.loops_through_utf8(trans, dfa_info, UTF8_DFA, loop)
+    v = info.vocab_size
+    words = (v + 31) // 32
+    plan_bits = np.empty(words, dtype=np.uint32)
+    exits = np.empty((trie.num_nodes, 2), dtype=np.int32)
+    n_exits, plan_acc, whole = K.loop_plan(
+        steps, rad, rad_utf8, loop, utf8, UTF8_DFA, trie.max_depth, trie.byte, trie.depth, trie.next,
+        trie.tok_ptr, trie.tok_ids, trie.below, trie.below_utf8, trie.height, plan_bits, exits)
+    bits = np.full(words, 0xDEADBEEF, dtype=np.uint32)
+    out = [np.empty(v, dtype=np.int32) for _ in range(3)]
+    n_acc, n_unc, n_cls, _ = K.classify_loop_tokens(
+        exits[:n_exits], plan_bits, plan_acc, whole, trans, dfa_info, steps, rad, rad_utf8, q, loop,
+        ANY_BYTE, trie.max_depth, trie.byte, trie.depth, trie.next, trie.tok_ptr, trie.tok_ids,
+        trie.tok_lcp, trie.below, trie.below_utf8, trie.height, trie.seq_ptr, trie.seq_data,
+        np.empty(trie.num_nodes + 2, dtype=np.int32), bits, *out)
+    tb = list(info.token_bytes)
+    acc, unc = _row_oracle(trans, accept, q, tb)
+    got = np.flatnonzero(np.unpackbits(bits.view(np.uint8), bitorder="little")[:v]).tolist()
+    assert got == acc and n_acc == len(acc)
+    assert trie.tok_ids[out[0][:n_unc]].tolist() == unc
+    assert out[1][:n_unc].tolist() == _lcp(tb, unc)
+    keys = _class_oracle(trans, accept, q, tb, unc)
+    classes = out[2][:n_unc].tolist()
+    assert len(set(classes)) == n_cls == len(set(keys))
+    assert len(set(zip(classes, keys, strict=True))) == n_cls  # the same partition
+    return n_exits
+
+
+def _loops_through_utf8_oracle(trans: np.ndarray, accept: np.ndarray, q: int) -> bool:
+    """Every multi-byte character Python encodes, read from q: alive and not accepting after
+    each proper prefix, and back in q at its end."""
+    for chars in _utf8_characters().values():
+        s = np.full(chars.shape[0], q)
+        for i in range(chars.shape[1]):
+            s = np.where(s >= 0, trans[np.maximum(s, 0), chars[:, i]], -1)
+            if i < chars.shape[1] - 1 and ((s < 0).any() or accept[np.maximum(s, 0)].any()):
+                return False
+        if (s != q).any():
+            return False
+    return True
+
+
+def _looping_states(trans: np.ndarray, accept: np.ndarray) -> list[int]:
+    """The states with a ``loop_state``: loops and the states that step into one."""
+    steps, _, _ = _chain_sets(trans)
+    info = np.zeros((trans.shape[0], 7), dtype=np.int32)
+    info[:, 0] = accept
+    return [q for q in range(trans.shape[0])
+            if runtime_module.loop_state(trans, info, steps, q) >= 0]
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_loop_plan_rows_of_perturbed_string_bodies_equal_the_oracle(seed: int) -> None:
+    info = TokenizerInfo.from_token_bytes(_toy_tokens(seed), eos_ids=[0], special_ids=[0])
+    trie = TokenTrie.from_token_bytes(info.token_bytes)
+    trans, accept = _perturbed(seed) if seed else _string_body_dfa()  # 0: the UTF-8 spine holds
+    for q in _looping_states(trans, accept):
+        for utf8 in (None, False):  # the UTF-8 spine where it holds, and the byte spine
+            _check_loop_row(trans, accept, q, info, trie, utf8)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_loops_through_utf8_matches_the_character_oracle(seed: int) -> None:
+    trans, accept = _perturbed(seed) if seed else _string_body_dfa()
+    info = np.zeros((trans.shape[0], 7), dtype=np.int32)
+    info[:, 0] = accept
+    answers = [bool(K.loops_through_utf8(trans, info, UTF8_DFA, q)) for q in range(len(trans))]
+    assert answers == [_loops_through_utf8_oracle(trans, accept, q) for q in range(len(trans))]
+    if seed == 0:
+        assert answers[int(trans[0, ord('"')])]  # the string body loops through characters
+
+
+def test_an_accepting_middle_of_a_character_ends_the_utf8_spine() -> None:
+    trans, accept = _string_body_dfa()
+    body = int(trans[0, ord('"')])
+    info = np.zeros((trans.shape[0], 7), dtype=np.int32)
+    info[:, 0] = accept
+    assert K.loops_through_utf8(trans, info, UTF8_DFA, body)
+    info[int(trans[body, 0xC3]), 0] = 1
+    assert not K.loops_through_utf8(trans, info, UTF8_DFA, body)
+
+
+@settings(max_examples=60, deadline=None)
+@given(looping_dfas())
+def test_loop_plan_rows_of_random_dfas_equal_the_oracle(dfa: tuple[np.ndarray, np.ndarray]) -> None:
+    trans, accept = dfa
+    for q in _looping_states(trans, accept):
+        _check_loop_row(trans, accept, q, TOY, TOY_TRIE)
+
+
+def test_llama3_string_body_plan_reads_few_exits(llama3_info: TokenizerInfo) -> None:
+    schema = {"type": "object", "properties": {"s": {"type": "string"}}}
+    compiled = gs.compile_json_schema(schema, llama3_info, cache=False)
+    trans = compiled.tables.dfa_trans
+    accept = compiled.tables.dfa_accept.astype(np.int32)
+    looping = _looping_states(trans, accept)
+    body = max(looping, key=lambda q: int((trans[q] == q).sum()))
+    exits = _check_loop_row(trans, accept, body, llama3_info, compiled.trie)
+    assert exits < compiled.trie.num_nodes // 100
+
+
+@pytest.mark.parametrize("pattern", [r'"[a-z][^"\\]*"', r'"(é|[^"\\])[^"\\]*"', r'"[^"\\]+"'])
+def test_a_state_before_a_loop_follows_its_plan(pattern: str) -> None:
+    """The state after the quote steps into the body loop on some first bytes only (or on
+    every one, to a different state): its row comes from the loop's plan, redone below the
+    first bytes where the two differ."""
+    trans, accept = _regex_dfa(pattern)
+    after_quote = int(trans[0, ord('"')])
+    steps, _, _ = _chain_sets(trans)
+    info = np.zeros((trans.shape[0], 7), dtype=np.int32)
+    info[:, 0] = accept
+    loop = runtime_module.loop_state(trans, info, steps, after_quote)
+    assert loop not in (-1, after_quote)
+    for seed in range(4):
+        vocab = TokenizerInfo.from_token_bytes(_toy_tokens(seed), eos_ids=[0], special_ids=[0])
+        _check_loop_row(trans, accept, after_quote, vocab, TokenTrie.from_token_bytes(
+            vocab.token_bytes))
