@@ -11,9 +11,12 @@ the sub-automaton reachable from its state and the bytes that may follow its ter
 from the process-wide ``rowstore`` when any grammar of the same tokenizer already reached an
 equivalent state, and otherwise walked in full (then stored there). Either walk takes a trie subtree
 whole where the state provably stays alive on everything below it (``SKIP_SUBTREES``): a JSON string
-body then visits ~1/30 of the trie's nodes. Sets with more accepted tokens
-than a bitset has words are stored as bitsets, smaller ones as id lists (XGrammar's adaptive
-storage)."""
+body then visits ~1/30 of the trie's nodes. A full walk from a state that loops on its step bytes,
+or steps into such a loop (a string body), follows the loop's ``LoopPlan`` instead: the nodes where
+the DFA stays in the loop are the same in every grammar, so they are read once per tokenizer and a
+walk reads only where paths leave the loop (``_kernels.classify_loop_tokens``). Sets with more
+accepted tokens than a bitset has words are stored as bitsets, smaller ones as id lists
+(XGrammar's adaptive storage)."""
 
 from __future__ import annotations
 
