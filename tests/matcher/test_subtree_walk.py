@@ -81,11 +81,8 @@ def _walk(
     accepts after a byte or more, then dies, is uncertain): accepted ids (sorted, read from the
     bitset), uncertain ids (as written), their lcp, skips. The id list has room for ``n_ids``
     (default: all); when the accepted ids fit, they must all be written there in byte order."""
-    n_states = trans.shape[0]
-    steps, rad, rad_utf8 = _chain_sets(trans) if skip else _no_chains(n_states)
-    dfa_info = np.zeros((n_states, 7), dtype=np.int32)
-    dfa_info[:, 0] = accept
-    dfa_info[:, 4:6] = K.NO_CAP  # no capped terminal (``_kernels.Tables``)
+    steps, rad, rad_utf8 = _chain_sets(trans) if skip else _no_chains(trans.shape[0])
+    dfa_info = _dfa_info(accept)
     v = info.vocab_size
     ids = np.empty(v if n_ids is None else n_ids, dtype=np.int32)
     bits = np.full((v + 31) // 32, 0xDEADBEEF, dtype=np.uint32)  # overwritten by the walk
@@ -105,6 +102,14 @@ def _walk(
     if n_acc <= ids.shape[0]:
         assert ids[:n_acc].tolist() == in_byte_order
     return accepted.tolist(), trie.tok_ids[out[0][:n_unc]].tolist(), out[1][:n_unc], skipped
+
+
+def _dfa_info(accept: np.ndarray) -> np.ndarray:
+    """The kernels' per-state info (``_kernels.Tables``) of one uncapped terminal's DFA."""
+    dfa_info = np.zeros((accept.shape[0], 7), dtype=np.int32)
+    dfa_info[:, 0] = accept
+    dfa_info[:, 4:6] = K.NO_CAP  # no capped terminal
+    return dfa_info
 
 
 def _no_chains(n_states: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -613,9 +618,7 @@ def _check_loop_row(trans: np.ndarray, accept: np.ndarray, q: int, info: Tokeniz
     ``loop_state`` equals the per-token oracle (classes included); return the plan's number of
     exits."""
     steps, rad, rad_utf8 = _chain_sets(trans)
-    dfa_info = np.zeros((trans.shape[0], 7), dtype=np.int32)
-    dfa_info[:, 0] = accept
-    dfa_info[:, 4:6] = K.NO_CAP
+    dfa_info = _dfa_info(accept)
     loop = runtime_module.loop_state(trans, dfa_info, steps, q)
     assert loop >= 0
     if utf8 is None:
@@ -664,8 +667,7 @@ def _loops_through_utf8_oracle(trans: np.ndarray, accept: np.ndarray, q: int) ->
 def _looping_states(trans: np.ndarray, accept: np.ndarray) -> list[int]:
     """The states with a ``loop_state``: loops and the states that step into one."""
     steps, _, _ = _chain_sets(trans)
-    info = np.zeros((trans.shape[0], 7), dtype=np.int32)
-    info[:, 0] = accept
+    info = _dfa_info(accept)
     return [q for q in range(trans.shape[0])
             if runtime_module.loop_state(trans, info, steps, q) >= 0]
 
@@ -683,8 +685,7 @@ def test_loop_plan_rows_of_perturbed_string_bodies_equal_the_oracle(seed: int) -
 @pytest.mark.parametrize("seed", range(24))
 def test_loops_through_utf8_matches_the_character_oracle(seed: int) -> None:
     trans, accept = _perturbed(seed) if seed else _string_body_dfa()
-    info = np.zeros((trans.shape[0], 7), dtype=np.int32)
-    info[:, 0] = accept
+    info = _dfa_info(accept)
     answers = [bool(K.loops_through_utf8(trans, info, UTF8_DFA, q)) for q in range(len(trans))]
     assert answers == [_loops_through_utf8_oracle(trans, accept, q) for q in range(len(trans))]
     if seed == 0:
@@ -694,8 +695,7 @@ def test_loops_through_utf8_matches_the_character_oracle(seed: int) -> None:
 def test_an_accepting_middle_of_a_character_ends_the_utf8_spine() -> None:
     trans, accept = _string_body_dfa()
     body = int(trans[0, ord('"')])
-    info = np.zeros((trans.shape[0], 7), dtype=np.int32)
-    info[:, 0] = accept
+    info = _dfa_info(accept)
     assert K.loops_through_utf8(trans, info, UTF8_DFA, body)
     info[int(trans[body, 0xC3]), 0] = 1
     assert not K.loops_through_utf8(trans, info, UTF8_DFA, body)
@@ -728,8 +728,7 @@ def test_a_state_before_a_loop_follows_its_plan(pattern: str) -> None:
     trans, accept = _regex_dfa(pattern)
     after_quote = int(trans[0, ord('"')])
     steps, _, _ = _chain_sets(trans)
-    info = np.zeros((trans.shape[0], 7), dtype=np.int32)
-    info[:, 0] = accept
+    info = _dfa_info(accept)
     loop = runtime_module.loop_state(trans, info, steps, after_quote)
     assert loop not in (-1, after_quote)
     for seed in range(4):
