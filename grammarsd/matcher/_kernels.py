@@ -1208,7 +1208,7 @@ def classify_tokens(
     stack[0] = q
     split[0] = -1
     counts[0] = count
-    done, _, n_acc, n_unc, n_flips, skipped = _walk_nodes(
+    done, n_acc, n_unc, n_flips, skipped = _walk_nodes(
         0, byte.shape[0], 0, budget, 0, 0, 0, 0, stack, split, counts, dfa_trans, dfa_info,
         steps, rad, rad_utf8, follow, room, byte, depth, nxt, tok_ptr, tok_lcp, below,
         below_utf8, height, seq_ptr, seq_data, flips, kept, lcp, cls,
@@ -1230,11 +1230,11 @@ def _walk_nodes(  # noqa: ANN202
     """``classify_tokens``' walk over the trie nodes ``k .. stop - 1`` (whole subtrees), the
     states, splits and counts of their parents' depths already on ``stack`` / ``split`` /
     ``counts``; appends accepted runs to ``flips`` and uncertain tokens to ``kept`` / ``lcp`` /
-    ``cls``. Returns (completed within ``budget``, visited, n_acc, n_unc, n_flips, skipped)."""
+    ``cls``. Returns (completed within ``budget``, n_acc, n_unc, n_flips, skipped)."""
     while k < stop:
         visited += 1
         if visited > budget:
-            return False, visited, n_acc, n_unc, n_flips, skipped
+            return False, n_acc, n_unc, n_flips, skipped
         d = depth[k]
         b = byte[k]
         parent = stack[d - 1]
@@ -1253,7 +1253,7 @@ def _walk_nodes(  # noqa: ANN202
                 skipped += 1
                 visited += end - k - 1
                 if visited > budget:
-                    return False, visited, n_acc, n_unc, n_flips, skipped
+                    return False, n_acc, n_unc, n_flips, skipped
             else:
                 stack[d] = s2
                 split[d] = at
@@ -1283,7 +1283,7 @@ def _walk_nodes(  # noqa: ANN202
                         lcp[n_unc] = 0
                     n_unc += 1
             k = nxt[k]
-    return True, visited, n_acc, n_unc, n_flips, skipped
+    return True, n_acc, n_unc, n_flips, skipped
 
 
 @njit(cache=True, nogil=True)
@@ -1402,7 +1402,7 @@ def _walk_below(k, p, n_unc, skipped, stack, split, counts, dfa_trans, dfa_info,
     stack[d - 1] = p
     split[d - 1] = -1
     counts[d - 1] = -NO_CAP
-    _, _, n_sub, n_unc, n_flips, skipped = _walk_nodes(
+    _, n_sub, n_unc, n_flips, skipped = _walk_nodes(
         k, nxt[k], 0, NO_CAP, 0, n_unc, 0, skipped, stack, split, counts, dfa_trans, dfa_info,
         steps, rad, rad_utf8, follow, NO_CAP, byte, depth, nxt, tok_ptr, tok_lcp, below,
         below_utf8, height, seq_ptr, seq_data, flips, kept, lcp, cls,

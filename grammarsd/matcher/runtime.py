@@ -101,9 +101,6 @@ class LoopPlans:
         self._plans: OrderedDict[tuple[str, bytes, int, int, bool], LoopPlan] = OrderedDict()
         self._lock = threading.Lock()
 
-    def __len__(self) -> int:
-        return len(self._plans)
-
     def get(self, fingerprint: str, trie: TokenTrie, steps: np.ndarray, rad: np.ndarray,
             rad_utf8: np.ndarray, q: int, utf8: bool, words: int) -> LoopPlan:
         """The plan of state ``q``'s step set and radii (made on first use)."""
