@@ -1297,13 +1297,14 @@ def loop_plan(steps, rad, rad_utf8, q, utf8, utf8_dfa, max_depth, byte, depth, n
     ``UTF8_DFA``). An exit is the first node off the spine on a path. Every token that ends on
     the spine or in a subtree taken whole from it (in ``q``, as ``_subtree_stays`` allows) is
     accepted: they are set in ``bits`` (uint32 words, overwritten). ``exits`` (int32 [num_nodes,
-    2]) gets each exit and the depth where its character began (the DFA was in ``q`` there), in
-    trie order. Returns the numbers of exits, of accepted tokens and of subtrees taken whole.
+    3]) gets each exit, the depth where its character began (the DFA was in ``q`` there) and the
+    steps before that depth (bytes, or with ``utf8`` characters), in trie order. Returns the numbers of exits, of accepted tokens and of subtrees taken whole.
     Every state with the same step set, radii and ``utf8`` has the same plan
     (``classify_loop_tokens``), whatever it does past the exits."""
     bits[:] = 0
     n = byte.shape[0]
     u = np.zeros(max_depth + 2, dtype=np.int64)  # UTF-8 state after each depth of the path
+    started = np.zeros(max_depth + 2, dtype=np.int64)  # steps started up to each depth
     n_exits = 0
     n_acc = 0
     n_whole = 0
@@ -1323,9 +1324,11 @@ def loop_plan(steps, rad, rad_utf8, q, utf8, utf8_dfa, max_depth, byte, depth, n
             while u[start] > 0:
                 start -= 1
             exits[n_exits, 1] = start
+            exits[n_exits, 2] = started[start]
             n_exits += 1
             k = nxt[k]
             continue
+        started[d] = started[d - 1] + (inside == 0)
         h = height[k]
         if u[d] == 0 and h > 0 and _subtree_stays(steps, rad, rad_utf8, q, below, below_utf8, h, k):
             end = nxt[k]
@@ -1475,10 +1478,8 @@ def classify_loop_tokens(
         if dfa_trans[q, b] == dfa_trans[loop, b]:
             while e < n_exits and plan_exits[e, 0] < end1:
                 k = plan_exits[e, 0]
-                p = loop
                 first = seq_ptr[tok_ptr[k]]  # the path to k: a token below k starts with it
-                for at in range(plan_exits[e, 1], depth[k] - 1):
-                    p = dfa_trans[p, seq_data[first + at]]
+                p = _read(dfa_trans, loop, seq_data, first + plan_exits[e, 1], first + depth[k] - 1)
                 e += 1
                 if dfa_trans[p, byte[k]] >= 0:
                     n_sub, n_unc, skipped = _walk_below(
@@ -1506,6 +1507,213 @@ def classify_loop_tokens(
         k1 = end1
     n_cls = _number_classes(dfa_trans, dfa_info, q, False, seq_ptr, seq_data, kept, cls, n_unc)
     return n_acc, n_unc, n_cls, skipped
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _read(dfa_trans, s, data, lo, hi):  # noqa: ANN001, ANN202
+    """The state ``s`` steps to over ``data[lo:hi]`` (-1 once dead)."""
+    for i in range(lo, hi):
+        if s < 0:
+            break
+        s = dfa_trans[s, data[i]]
+    return s
+
+
+@njit(cache=True, nogil=True)
+def spine_by_steps(bits, utf8, tok_ids, seq_ptr, seq_data, ids, ptr):  # noqa: ANN001, ANN201
+    """A ``loop_plan``'s accepted tokens (``bits``) ordered by the steps their bytes start: one per
+    byte, or with ``utf8`` one per byte that is not a UTF-8 continuation byte (a character).
+    ``ids[ptr[c]:ptr[c + 1]]`` are the ids that start ``c`` steps (``ptr``: int64 [max_depth +
+    2]); returns how many there are. ``classify_chain_tokens`` keeps those a counter has room for."""
+    n = tok_ids.shape[0]
+    steps_of = np.full(n, -1, dtype=np.int64)
+    ptr[:] = 0
+    for j in range(n):
+        t = tok_ids[j]
+        if (bits[t >> 5] >> np.uint32(t & 31)) & np.uint32(1):
+            c = seq_ptr[j + 1] - seq_ptr[j]
+            if utf8:
+                c = 0
+                for i in range(seq_ptr[j], seq_ptr[j + 1]):
+                    c += (seq_data[i] & 0xC0) != 0x80
+            steps_of[j] = c
+            ptr[c + 1] += 1
+    for c in range(1, ptr.shape[0]):
+        ptr[c] += ptr[c - 1]
+    fill = ptr[:-1].copy()
+    for j in range(n):
+        c = steps_of[j]
+        if c >= 0:
+            ids[fill[c]] = tok_ids[j]
+            fill[c] += 1
+    return ptr[-1]
+
+
+@njit(cache=True, nogil=True)
+def chain_states(dfa_trans, dfa_info, steps, rad_utf8, follow, q, chain):  # noqa: ANN001, ANN201
+    """Whether ``classify_chain_tokens`` can build ``q``'s row from the ``loop_plan`` of ``q``'s
+    step set, as if ``q`` looped on it, and the chain it then reads.
+
+    The *chain* is ``chain[0] = q`` and each next state the successor of the one before
+    (``chain_sets``), as long as the states have ``q``'s step set: a counter (``maxLength``
+    string) steps from k characters left to k - 1 on any character. Its *end* ``chain[m]`` is
+    the first state with another step set (``m`` = the room: characters the counter still
+    reads), or the state after ``len(chain) - 1`` steps when no token reads further. With
+    ``utf8`` (every chain state steps to the next on every multi-byte character:
+    ``rad_utf8 > 0``) a step is a character, else a byte. The plan's spine describes the chain
+    up to its end when:
+
+    * the end is *closed*: it dies on every step byte (and, with ``utf8``, every lead byte), so
+      a token that starts more than ``m`` steps is rejected;
+    * no token on the spine may end the terminal before a spine byte: where a chain state after
+      the first accepts, no step byte follows the terminal, and with ``utf8`` no byte >= 0x80.
+
+    Returns (m, utf8), or (-1, False) where the plan does not apply."""
+    limit = chain.shape[0] - 1
+    if not (steps[q, 0] | steps[q, 1] | steps[q, 2] | steps[q, 3]):
+        return -1, False
+    utf8 = True
+    accepting = False
+    s = q
+    m = 0
+    while m < limit:
+        chain[m] = s
+        if not (steps[s, 0] == steps[q, 0] and steps[s, 1] == steps[q, 1]
+                and steps[s, 2] == steps[q, 2] and steps[s, 3] == steps[q, 3]):
+            break
+        utf8 = utf8 and rad_utf8[s] > 0
+        for b in range(256):  # the successor: where any step byte leads
+            if _in_set(steps, q, b):
+                s = dfa_trans[s, b]
+                break
+        m += 1
+        accepting = accepting or dfa_info[s, 0] != 0
+    chain[m] = s
+    if m == 0:
+        return -1, False
+    if accepting:
+        for w in range(4):
+            if follow[w] & steps[q, w]:
+                return -1, False
+    if utf8 and (follow[2] | follow[3]):
+        return -1, False
+    if m < limit:
+        for b in range(256):
+            lead = utf8 and 0xC2 <= b <= 0xF4
+            if (lead or _in_set(steps, q, b)) and dfa_trans[s, b] >= 0:
+                return -1, False
+    return m, utf8
+
+
+@njit(cache=True, nogil=True)
+def classify_chain_tokens(
+    plan_exits: np.ndarray,
+    plan_bits: np.ndarray,
+    spine_ids: np.ndarray,
+    spine_ptr: np.ndarray,
+    plan_whole: int,
+    chain: np.ndarray,
+    m: int,
+    utf8: bool,
+    dfa_trans: np.ndarray,
+    dfa_info: np.ndarray,
+    steps: np.ndarray,
+    rad: np.ndarray,
+    rad_utf8: np.ndarray,
+    follow: np.ndarray,
+    max_depth: int,
+    byte: np.ndarray,
+    depth: np.ndarray,
+    nxt: np.ndarray,
+    tok_ptr: np.ndarray,
+    tok_ids: np.ndarray,
+    tok_lcp: np.ndarray,
+    below: np.ndarray,
+    below_utf8: np.ndarray,
+    height: np.ndarray,
+    seq_ptr: np.ndarray,
+    seq_data: np.ndarray,
+    flips: np.ndarray,
+    accepted: np.ndarray,
+    bits: np.ndarray,
+    kept: np.ndarray,
+    lcp: np.ndarray,
+    cls: np.ndarray,
+) -> tuple[int, int, int, int]:
+    """``classify_tokens``' row of ``chain[0]`` (uncapped, no budget) from the ``loop_plan`` of its
+    step set (``utf8`` as the plan's), where ``chain_states`` found the chain ``chain[:m + 1]``.
+
+    A token that stays on the spine and starts ``c`` steps is in ``chain[c]`` (inside the
+    character it started, with ``utf8``) where it ends: it is accepted when ``c <= m``
+    (``spine_by_steps`` lists them by ``c``, so the bits are set from the few kept or cleared
+    from the plan's for the few dropped), and rejected past the closed end. Below each exit
+    whose character began after ``j <= m`` steps, the walk goes on from ``chain[j]`` stepped over
+    the bytes since; exits later on a path are rejected with it. A maxLength string with a few
+    characters left reads ~1.5k exits (Llama-3) instead of the ~100k trie nodes within its reach
+    that a walk could not take whole. Writes the bitset, and the accepted ids in id order when
+    they fit in ``accepted``; returns as ``classify_tokens``."""
+    stack = np.empty(max_depth + 2, dtype=np.int64)
+    split = np.empty(stack.shape[0], dtype=np.int64)
+    counts = np.empty(stack.shape[0], dtype=np.int64)
+    keep = spine_ptr[m + 1]
+    total = spine_ids.shape[0]
+    if 2 * keep <= total:
+        bits[:] = 0
+        for i in range(keep):
+            t = spine_ids[i]
+            bits[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+    else:
+        bits[:] = plan_bits
+        for i in range(keep, total):
+            t = spine_ids[i]
+            bits[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
+    n_acc = keep
+    n_unc = 0
+    skipped = plan_whole
+    for e in range(plan_exits.shape[0]):
+        k = plan_exits[e, 0]
+        start = plan_exits[e, 1]
+        j = plan_exits[e, 2]
+        if j > m:
+            continue
+        p = chain[j]
+        if start < depth[k] - 1:  # k is inside a character: read its first bytes
+            first = seq_ptr[tok_ptr[k]]  # the path to k: a token below k starts with it
+            p = _read(dfa_trans, p, seq_data, first + start, first + depth[k] - 1)
+            if p < 0:
+                continue
+        b = byte[k]
+        ends = depth[k] >= 2 and dfa_info[p, 0] != 0 and _in_bits(follow, b)  # a split at k
+        if dfa_trans[p, b] >= 0 or ends:  # (most exits die at once)
+            n_sub, n_unc, skipped = _walk_below(
+                k, p, n_unc, skipped, stack, split, counts, dfa_trans, dfa_info, steps, rad,
+                rad_utf8, follow, byte, depth, nxt, tok_ptr, tok_ids, tok_lcp, below,
+                below_utf8, height, seq_ptr, seq_data, flips, bits, kept, lcp, cls,
+            )  # fmt: skip
+            n_acc += n_sub
+    if n_acc <= accepted.shape[0]:
+        i = 0
+        for w in range(bits.shape[0]):
+            word = bits[w]
+            while word:
+                low = word & (~word + np.uint32(1))  # the lowest set bit
+                accepted[i] = 32 * w + _bit_index(low)
+                i += 1
+                word ^= low
+    n_cls = _number_classes(
+        dfa_trans, dfa_info, chain[0], False, seq_ptr, seq_data, kept, cls, n_unc
+    )
+    return n_acc, n_unc, n_cls, skipped
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _bit_index(low):  # noqa: ANN001, ANN202
+    """The index of the one set bit of ``low`` (uint32)."""
+    i = 0
+    while low > np.uint32(1):
+        low >>= np.uint32(1)
+        i += 1
+    return i
 
 
 @njit(cache=True, nogil=True)

@@ -14,7 +14,11 @@ whole where the state provably stays alive on everything below it (``SKIP_SUBTRE
 body then visits ~1/30 of the trie's nodes. A full walk from a state that loops on its step bytes,
 or steps into such a loop (a string body), follows the loop's ``LoopPlan`` instead: the nodes where
 the DFA stays in the loop are the same in every grammar, so they are read once per tokenizer and a
-walk reads only where paths leave the loop (``_kernels.classify_loop_tokens``). Sets with more
+walk reads only where paths leave the loop (``_kernels.classify_loop_tokens``). A counting state
+(a ``maxLength`` string with a few characters left, where tall subtrees cannot be taken whole)
+follows the plan of its step set too: it keeps the spine's tokens that start no more characters
+than it has room for, and walks below the exits its room reaches
+(``_kernels.classify_chain_tokens``). Sets with more
 accepted tokens than a bitset has words are stored as bitsets, smaller ones as id lists
 (XGrammar's adaptive storage)."""
 
@@ -85,40 +89,50 @@ def _grow(a: np.ndarray, need: int) -> np.ndarray:
 class LoopPlan(NamedTuple):
     """``_kernels.loop_plan`` of one step set, radii and UTF-8 flag over one trie (read-only)."""
 
-    exits: np.ndarray  # int32 [E, 2]: the spine's exits in trie order, where their characters began
+    exits: np.ndarray  # int32 [E, 3]: the spine's exits in trie order, where their characters
+    # began and the steps before that
     bits: np.ndarray  # uint32 [W]: the tokens the spine accepts ...
     accepted: int  # ... and how many
     whole: int  # subtrees the spine takes whole
+    spine_ids: np.ndarray  # int32 [accepted]: the accepted ids by steps started ...
+    spine_ptr: np.ndarray  # int64 [max_depth + 2]: ... (``_kernels.spine_by_steps``)
 
 
 class LoopPlans:
     """Thread-safe LRU of ``LoopPlan`` by (tokenizer fingerprint, step set, radii, UTF-8 flag):
     every JSON string body of every grammar of a tokenizer has the same one. A plan is ~16 KB of
-    bits plus 8 bytes per exit (~1.5k for a string body); ``max_plans`` bounds them."""
+    bits, 4 bytes per accepted id (~0.5 MB for a string body on Llama-3) and 12 bytes per exit
+    (~1.5k); ``max_plans`` bounds them."""
 
     def __init__(self, max_plans: int = 64) -> None:
         self.max_plans = max_plans
         self._plans: OrderedDict[tuple[str, bytes, int, int, bool], LoopPlan] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, fingerprint: str, trie: TokenTrie, steps: np.ndarray, rad: np.ndarray,
-            rad_utf8: np.ndarray, q: int, utf8: bool, words: int) -> LoopPlan:
-        """The plan of state ``q``'s step set and radii (made on first use)."""
-        key = (fingerprint, steps[q].tobytes(), int(rad[q]), int(rad_utf8[q]), utf8)
+    def get(self, fingerprint: str, trie: TokenTrie, step_set: np.ndarray, rad: int,
+            rad_utf8: int, utf8: bool, words: int) -> LoopPlan:
+        """The plan of a state looping on ``step_set`` (uint64 [4]) with these radii (made on
+        first use)."""
+        key = (fingerprint, step_set.tobytes(), rad, rad_utf8, utf8)
         with self._lock:
             plan = self._plans.get(key)
             if plan is not None:
                 self._plans.move_to_end(key)
                 return plan
         bits = np.empty(words, dtype=np.uint32)
-        exits = np.empty((trie.num_nodes, 2), dtype=np.int32)
+        exits = np.empty((trie.num_nodes, 3), dtype=np.int32)
         n_exits, accepted, whole = K.loop_plan(
-            steps, rad, rad_utf8, q, utf8, UTF8_DFA, trie.max_depth, trie.byte, trie.depth,
-            trie.next, trie.tok_ptr, trie.tok_ids, trie.below, trie.below_utf8, trie.height, bits,
-            exits,
+            step_set.reshape(1, 4), np.array([rad], dtype=np.uint16),
+            np.array([rad_utf8], dtype=np.uint16), 0, utf8, UTF8_DFA, trie.max_depth, trie.byte,
+            trie.depth, trie.next, trie.tok_ptr, trie.tok_ids, trie.below, trie.below_utf8,
+            trie.height, bits, exits,
         )  # fmt: skip
-        plan = LoopPlan(exits[:n_exits].copy(), bits, accepted, whole)
-        for a in plan[:2]:
+        spine_ids = np.empty(accepted, dtype=np.int32)
+        spine_ptr = np.empty(trie.max_depth + 2, dtype=np.int64)
+        K.spine_by_steps(bits, utf8, trie.tok_ids, trie.seq_ptr, trie.seq_data, spine_ids,
+                         spine_ptr)  # fmt: skip
+        plan = LoopPlan(exits[:n_exits].copy(), bits, accepted, whole, spine_ids, spine_ptr)
+        for a in (plan.exits, plan.bits, spine_ids, spine_ptr):
             a.setflags(write=False)
         with self._lock:
             plan = self._plans.setdefault(key, plan)
@@ -327,6 +341,9 @@ class MaskCache:
             loop = loop_state(t.dfa_trans, t.dfa_info, self._steps, q)
             if loop >= 0:
                 return self._loop_walk(q, loop, follow, scratch, bits)
+            row = self._chain_walk(q, follow, scratch, bits)
+            if row is not None:
+                return row
         n_acc, n_unc, n_cls, skipped = K.classify_tokens(
             t.dfa_trans,
             t.dfa_info,
@@ -373,8 +390,8 @@ class MaskCache:
         writes the id list)."""
         trie, t = self._trie, self._tables
         utf8 = bool(K.loops_through_utf8(t.dfa_trans, t.dfa_info, UTF8_DFA, loop))
-        plan = _LOOP_PLANS.get(self._fingerprint, trie, self._steps, self._rad, self._rad_utf8,
-                               loop, utf8, self.words)  # fmt: skip
+        plan = _LOOP_PLANS.get(self._fingerprint, trie, self._steps[loop], int(self._rad[loop]),
+                               int(self._rad_utf8[loop]), utf8, self.words)  # fmt: skip
         if plan.accepted <= self.words:
             row = self._walk(q, follow, trie.num_nodes)
             assert row is not None
@@ -388,6 +405,34 @@ class MaskCache:
         )  # fmt: skip
         self.skipped_subtrees += skipped
         return Row(True, bits, scratch.pos[:n_unc], scratch.lcp[:n_unc], scratch.cls[:n_unc], n_cls)
+
+    def _chain_walk(self, q: int, follow: np.ndarray, scratch: _Scratch,
+                    bits: np.ndarray) -> Row | None:
+        """``_walk``'s row of ``q`` from the ``LoopPlan`` of its step set when ``q`` starts a
+        chain of counting states (``_kernels.chain_states``) whose plan accepts more tokens than
+        a bitset has words; None where it does not apply."""
+        trie, t = self._trie, self._tables
+        chain = np.empty(trie.max_depth + 1, dtype=np.int64)
+        m, utf8 = K.chain_states(t.dfa_trans, t.dfa_info, self._steps, self._rad_utf8, follow, q,
+                                 chain)  # fmt: skip
+        if m < 0:
+            return None
+        plan = _LOOP_PLANS.get(self._fingerprint, trie, self._steps[q], K.RAD_INF,
+                               K.RAD_INF if utf8 else 0, bool(utf8), self.words)  # fmt: skip
+        if plan.accepted <= self.words:
+            return None
+        n_acc, n_unc, n_cls, skipped = K.classify_chain_tokens(
+            plan.exits, plan.bits, plan.spine_ids, plan.spine_ptr, plan.whole, chain, m, utf8,
+            t.dfa_trans, t.dfa_info, self._steps, self._rad, self._rad_utf8, follow,
+            trie.max_depth, trie.byte, trie.depth, trie.next, trie.tok_ptr, trie.tok_ids,
+            trie.tok_lcp, trie.below, trie.below_utf8, trie.height, trie.seq_ptr, trie.seq_data,
+            scratch.flips, scratch.acc, bits, scratch.pos, scratch.lcp, scratch.cls,
+        )  # fmt: skip
+        self.skipped_subtrees += skipped
+        unc = (scratch.pos[:n_unc], scratch.lcp[:n_unc], scratch.cls[:n_unc])
+        if n_acc <= self.words:  # the id list is smaller than the bitset
+            return Row(False, scratch.acc[:n_acc], *unc, n_cls)
+        return Row(True, bits, *unc, n_cls)
 
     def _append(self, row: Row) -> int:
         """Copy ``row`` into the cache arrays and publish them; returns its row number."""

@@ -267,13 +267,18 @@ def test_rows_are_shared_only_for_the_same_follow_bytes(
     store = RowStore()
     monkeypatch.setattr(runtime_module, "shared_row_store", lambda: store)
     walked: list[int] = []
-    classify = K.classify_tokens
+    classify, classify_chain = K.classify_tokens, K.classify_chain_tokens
 
     def spy(trans, info, steps, rad, rad_utf8, q, *rest):  # noqa: ANN001, ANN202
         walked.append(int(q))
         return classify(trans, info, steps, rad, rad_utf8, q, *rest)
 
+    def chain_spy(*args):  # noqa: ANN002, ANN202
+        walked.append(int(args[5][0]))  # the chain's first state
+        return classify_chain(*args)
+
     monkeypatch.setattr(K, "classify_tokens", spy)
+    monkeypatch.setattr(K, "classify_chain_tokens", chain_spy)
 
     def tiled_walks(pattern: str, text: bytes) -> int:
         walked.clear()

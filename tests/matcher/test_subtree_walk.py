@@ -45,21 +45,22 @@ def _toy_tokens(seed: int, n: int = 300, pieces: list[bytes] = PIECES) -> list[b
 
 
 def _row_oracle(
-    trans: np.ndarray, accept: np.ndarray, q: int, token_bytes: list[bytes]
+    trans: np.ndarray, accept: np.ndarray, q: int, token_bytes: list[bytes],
+    follow: frozenset[int] = frozenset(range(256)),
 ) -> tuple[list[int], list[int]]:
     """(accepted ids, uncertain ids in byte order) by running q's DFA over each token alone:
     accepted = alive over every byte; uncertain = dies after passing an accepting state on one
-    byte or more; the rest are rejected."""
+    byte or more, before a byte of ``follow``; the rest are rejected."""
     acc, unc = [], []
     for t, tb in enumerate(token_bytes):
         if not tb:
             continue
         s, passed = q, False
-        for b in tb:
+        for i, b in enumerate(tb):
+            passed = passed or (i >= 1 and bool(accept[s]) and b in follow)
             s = int(trans[s, b])
             if s < 0:
                 break
-            passed = passed or bool(accept[s])
         if s >= 0:
             acc.append(t)
         elif passed:
@@ -595,15 +596,16 @@ def test_mask_cache_counts_skipped_subtrees(
 
 
 def _class_oracle(trans: np.ndarray, accept: np.ndarray, q: int, tb: list[bytes],
-                  unc: list[int]) -> list[tuple[int, bytes]]:
-    """Per uncertain token (any byte may follow): the DFA state at its split (the first j >= 1
-    where the DFA accepts after j bytes, a byte follows and the DFA is alive) and the bytes from
-    there: two tokens share a suffix class iff these agree."""
+                  unc: list[int], follow: frozenset[int] = frozenset(range(256)),
+                  ) -> list[tuple[int, bytes]]:
+    """Per uncertain token: the DFA state at its split (the first j >= 1 where the DFA accepts
+    after j bytes, a byte of ``follow`` follows and the DFA is alive) and the bytes from there:
+    two tokens share a suffix class iff these agree."""
     keys = []
     for t in unc:
         s, key = q, None
         for j, b in enumerate(tb[t]):
-            if j >= 1 and accept[s]:
+            if j >= 1 and accept[s] and b in follow:
                 key = (s, tb[t][j:])
                 break
             s = int(trans[s, b])
@@ -626,7 +628,7 @@ def _check_loop_row(trans: np.ndarray, accept: np.ndarray, q: int, info: Tokeniz
     v = info.vocab_size
     words = (v + 31) // 32
     plan_bits = np.empty(words, dtype=np.uint32)
-    exits = np.empty((trie.num_nodes, 2), dtype=np.int32)
+    exits = np.empty((trie.num_nodes, 3), dtype=np.int32)
     n_exits, plan_acc, whole = K.loop_plan(
         steps, rad, rad_utf8, loop, utf8, UTF8_DFA, trie.max_depth, trie.byte, trie.depth, trie.next,
         trie.tok_ptr, trie.tok_ids, trie.below, trie.below_utf8, trie.height, plan_bits, exits)
@@ -735,3 +737,190 @@ def test_a_state_before_a_loop_follows_its_plan(pattern: str) -> None:
         vocab = TokenizerInfo.from_token_bytes(_toy_tokens(seed), eos_ids=[0], special_ids=[0])
         _check_loop_row(trans, accept, after_quote, vocab, TokenTrie.from_token_bytes(
             vocab.token_bytes))
+
+
+# --------------------------------------------------------------------------- chain plans
+
+QUOTE = np.array([1 << ord('"'), 0, 0, 0], dtype=np.uint64)  # a FOLLOW set: only '"' may follow
+
+
+def _set_of(follow: np.ndarray) -> frozenset[int]:
+    return frozenset(_members(follow))
+
+
+def _chain_row(trans: np.ndarray, accept: np.ndarray, q: int, info: TokenizerInfo,
+               trie: TokenTrie, follow: np.ndarray) -> tuple[int, int] | None:
+    """Assert the row ``classify_chain_tokens`` builds for ``q`` from the ``loop_plan`` of its step
+    set, where ``chain_states`` takes it, equals the per-token oracle with ``follow`` (classes
+    included); return (m, the accepted ids as written) or None where the plan does not apply."""
+    steps, rad, rad_utf8 = _chain_sets(trans)
+    dfa_info = _dfa_info(accept)
+    chain = np.empty(trie.max_depth + 1, dtype=np.int64)
+    m, utf8 = K.chain_states(trans, dfa_info, steps, rad_utf8, follow, q, chain)
+    if m < 0:
+        return None
+    v = info.vocab_size
+    words = (v + 31) // 32
+    plan_bits = np.empty(words, dtype=np.uint32)
+    exits = np.empty((trie.num_nodes, 3), dtype=np.int32)
+    inf = K.RAD_INF
+    n_exits, plan_acc, whole = K.loop_plan(
+        steps[q:q + 1], np.array([inf], np.uint16), np.array([inf if utf8 else 0], np.uint16), 0,
+        utf8, UTF8_DFA, trie.max_depth, trie.byte, trie.depth, trie.next, trie.tok_ptr,
+        trie.tok_ids, trie.below, trie.below_utf8, trie.height, plan_bits, exits)
+    spine_ids = np.empty(plan_acc, dtype=np.int32)
+    spine_ptr = np.empty(trie.max_depth + 2, dtype=np.int64)
+    assert K.spine_by_steps(plan_bits, utf8, trie.tok_ids, trie.seq_ptr, trie.seq_data,
+                            spine_ids, spine_ptr) == plan_acc
+    bits = np.full(words, 0xDEADBEEF, dtype=np.uint32)
+    ids = np.full(words, -1, dtype=np.int32)
+    out = [np.empty(v, dtype=np.int32) for _ in range(3)]
+    n_acc, n_unc, n_cls, _ = K.classify_chain_tokens(
+        exits[:n_exits], plan_bits, spine_ids, spine_ptr, whole, chain, m, utf8, trans, dfa_info,
+        steps, rad, rad_utf8, follow, trie.max_depth, trie.byte, trie.depth, trie.next,
+        trie.tok_ptr, trie.tok_ids, trie.tok_lcp, trie.below, trie.below_utf8, trie.height,
+        trie.seq_ptr, trie.seq_data, np.empty(trie.num_nodes + 2, dtype=np.int32), ids, bits, *out)
+    tb = list(info.token_bytes)
+    can_follow = _set_of(follow)
+    acc, unc = _row_oracle(trans, accept, q, tb, can_follow)
+    got = np.flatnonzero(np.unpackbits(bits.view(np.uint8), bitorder="little")[:v]).tolist()
+    assert got == acc and n_acc == len(acc)
+    if n_acc <= words:
+        assert ids[:n_acc].tolist() == acc
+    assert trie.tok_ids[out[0][:n_unc]].tolist() == unc
+    assert out[1][:n_unc].tolist() == _lcp(tb, unc)
+    keys = _class_oracle(trans, accept, q, tb, unc, can_follow)
+    classes = out[2][:n_unc].tolist()
+    assert len(set(classes)) == n_cls == len(set(keys))
+    assert len(set(zip(classes, keys, strict=True))) == n_cls  # the same partition
+    return m, n_acc
+
+
+# a maxLength string with its closing quote; a counter that may end anywhere before a quote (two
+# of its characters multi-byte, the others not: it steps by bytes);
+# one with escapes (their states leave the chain and come back a step further)
+CHAINS = [r'[^"\\]{0,12}"', "[a-z é€]{0,9}", r'([^"\\]|\\["\\n]){0,10}"']
+
+
+def _spine_steps_oracle(tb: bytes, utf8: bool) -> int:
+    return sum((b & 0xC0) != 0x80 for b in tb) if utf8 else len(tb)
+
+
+@pytest.mark.parametrize("pattern", CHAINS)
+def test_chain_rows_equal_the_per_token_oracle(pattern: str) -> None:
+    """Every state of a counter that ``chain_states`` takes has the oracle's row, and it takes
+    the counting states: each has one character less room than the one before."""
+    trans, accept = _regex_dfa(pattern)
+    counting = _chain(trans, 0, ord("a"))
+    for seed in range(3):
+        info = TokenizerInfo.from_token_bytes(_toy_tokens(seed), eos_ids=[0], special_ids=[0])
+        trie = TokenTrie.from_token_bytes(info.token_bytes)
+        rooms = [_chain_row(trans, accept, q, info, trie, QUOTE) for q in counting]
+        assert [r[0] for r in rooms if r is not None] == list(range(len(counting) - 1, 0, -1))
+        for q in range(trans.shape[0]):
+            _chain_row(trans, accept, q, info, trie, QUOTE)
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("pattern", CHAINS)
+def test_chain_rows_of_perturbed_counters_equal_the_oracle(pattern: str, seed: int) -> None:
+    """Redirected transitions and random accept flags: where ``chain_states`` still takes a
+    state (an open end, an accepting state before a byte that may follow, a broken character
+    must all be refused), its row is the oracle's."""
+    info = TokenizerInfo.from_token_bytes(_toy_tokens(seed), eos_ids=[0], special_ids=[0])
+    trie = TokenTrie.from_token_bytes(info.token_bytes)
+    trans, accept = _perturbed(seed, pattern)
+    rng = random.Random(seed)
+    follow = QUOTE.copy()
+    for b in rng.sample(sorted({b for p in PIECES for b in p}), 2):
+        follow[b >> 6] |= np.uint64(1 << (b & 63))
+    for q in range(trans.shape[0]):
+        for can_follow in (QUOTE, follow):
+            _chain_row(trans, accept, q, info, trie, can_follow)
+
+
+@settings(max_examples=60, deadline=None)
+@given(counting_dfas(), st.sampled_from([QUOTE, ANY_BYTE, np.zeros(4, dtype=np.uint64)]))
+def test_chain_rows_of_random_counters_equal_the_oracle(
+    dfa: tuple[np.ndarray, np.ndarray], follow: np.ndarray
+) -> None:
+    trans, accept = dfa
+    for q in range(trans.shape[0]):
+        _chain_row(trans, accept, q, TOY, TOY_TRIE, follow)
+
+
+def test_chain_states_refuse_what_the_spine_cannot_describe() -> None:
+    """The three conditions, one broken at a time on a counter that passes them."""
+    trans, accept = _regex_dfa(CHAINS[0])
+    steps, _, rad_utf8 = _chain_sets(trans)
+    q = 0
+    chain = np.empty(17, dtype=np.int64)
+
+    def room(trans: np.ndarray = trans, accept: np.ndarray = accept,
+             follow: np.ndarray = QUOTE) -> int:
+        steps, _, rad_utf8 = _chain_sets(trans)
+        return K.chain_states(trans, _dfa_info(accept), steps, rad_utf8, follow, q, chain)[0]
+
+    assert room() == 12 and chain[12] == _chain(trans, 0, ord("a"))[-1]
+    end = int(chain[12])
+    open_end = trans.copy()
+    open_end[end, ord("a")] = end  # the end reads one more character
+    assert room(trans=open_end) == -1
+    accepting = accept.copy()
+    accepting[int(chain[3])] = 1
+    assert room(accept=accepting) == 12  # only '"' may follow: no spine byte
+    a_follows = QUOTE.copy()
+    a_follows[1] |= np.uint64(1 << (ord("a") - 64))
+    assert room(accept=accepting, follow=a_follows) == -1
+    assert room(follow=a_follows) == 12  # no state accepts on the spine
+    high_follows = QUOTE.copy()
+    high_follows[3] = np.uint64(1)  # byte 0xC0 may follow: a character may not split
+    assert room(follow=high_follows) == -1
+    assert K.chain_states(trans, _dfa_info(accept), steps, rad_utf8, QUOTE, q,
+                          np.empty(6, dtype=np.int64)) == (5, True)  # cut where tokens end
+
+
+def test_spine_by_steps_orders_the_plan_by_characters() -> None:
+    trie = TOY_TRIE
+    words = (TOY.vocab_size + 31) // 32
+    rng = random.Random(1)
+    chosen = sorted(rng.sample(range(1, TOY.vocab_size), 80))
+    bits = np.zeros(words, dtype=np.uint32)
+    for t in chosen:
+        bits[t >> 5] |= np.uint32(1 << (t & 31))
+    for utf8 in (True, False):
+        ids = np.empty(len(chosen), dtype=np.int32)
+        ptr = np.empty(trie.max_depth + 2, dtype=np.int64)
+        assert K.spine_by_steps(bits, utf8, trie.tok_ids, trie.seq_ptr, trie.seq_data, ids,
+                                ptr) == len(chosen)
+        for c in range(trie.max_depth + 1):
+            expected = {t for t in chosen if _spine_steps_oracle(TOY.token_bytes[t], utf8) == c}
+            assert set(ids[ptr[c]:ptr[c + 1]].tolist()) == expected
+
+
+def test_llama3_counting_rows_follow_the_chain_plan(
+    llama3_info: TokenizerInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A maxLength string's counting states near its end (the walks that cannot take tall
+    subtrees whole) get their rows from the string body's plan, equal to the oracle's; the mask
+    cache uses it."""
+    schema = {"type": "object", "properties": {"c": {"type": "string", "maxLength": 6}}}
+    compiled = gs.compile_json_schema(schema, llama3_info, cache=False)
+    trans = compiled.tables.dfa_trans
+    accept = compiled.tables.dfa_accept.astype(np.int32)
+    follow = compiled.tables.follow_bytes[compiled.tables.state_term]
+    counting = [q for q in _json_string_chain(compiled) if _chain_sets(trans)[2][q]]
+    assert len(counting) == 5
+    for q in (counting[-1], counting[-3]):
+        room = _chain_row(trans, accept, q, llama3_info, compiled.trie, follow[q])
+        assert room is not None and room[0] <= 3
+    walked = []
+    real = K.classify_chain_tokens
+    monkeypatch.setattr(K, "classify_chain_tokens",
+                        lambda *a: walked.append(a[6]) or real(*a))  # the room
+    monkeypatch.setattr(runtime_module, "shared_row_store", RowStore)  # walked here, not shared
+    compiled = gs.compile_json_schema(schema, llama3_info, cache=False)
+    m = compiled.matcher()
+    assert m.accept_string(b'{"c": "abcd')
+    assert len(m.allowed_token_ids()) > 1000
+    assert 2 in walked  # the state after "abcd": two characters left
