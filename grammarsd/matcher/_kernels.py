@@ -1298,9 +1298,10 @@ def loop_plan(steps, rad, rad_utf8, q, utf8, utf8_dfa, max_depth, byte, depth, n
     the spine or in a subtree taken whole from it (in ``q``, as ``_subtree_stays`` allows) is
     accepted: they are set in ``bits`` (uint32 words, overwritten). ``exits`` (int32 [num_nodes,
     3]) gets each exit, the depth where its character began (the DFA was in ``q`` there) and the
-    steps before that depth (bytes, or with ``utf8`` characters), in trie order. Returns the numbers of exits, of accepted tokens and of subtrees taken whole.
-    Every state with the same step set, radii and ``utf8`` has the same plan
-    (``classify_loop_tokens``), whatever it does past the exits."""
+    steps before that depth (bytes, or with ``utf8`` characters), in trie order. Returns the
+    numbers of exits, of accepted tokens and of subtrees taken whole. Every state with the same
+    step set, radii and ``utf8`` has the same plan (``classify_loop_tokens``), whatever it does
+    past the exits."""
     bits[:] = 0
     n = byte.shape[0]
     u = np.zeros(max_depth + 2, dtype=np.int64)  # UTF-8 state after each depth of the path
