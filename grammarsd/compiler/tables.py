@@ -88,6 +88,7 @@ from grammarsd.grammar.ir import (
     char_set,
     children,
     choice,
+    kept_on_nodes,
     known_ref_names,
     ref_names,
     repeat,
@@ -158,30 +159,31 @@ def _local_size_and_refs(root: Expr) -> tuple[int, dict[str, int]]:
     """Node count of ``root`` as a tree, not counting referenced rules, and how many times
     (per path) it references each rule. Each composite node keeps its answer, so the JSON
     character encodings every string shares are counted once in their life."""
-    for e in uncached_postorder(root, "_tree", (Literal, CharClass, Ref)):
-        if isinstance(e, (Literal, CharClass, Ref)):  # ``root`` itself
-            continue
-        size = 1
-        counts: dict[str, int] = {}
-        for k in children(e):
-            k_size, k_counts = _tree_of(k)
-            size += k_size
-            for name, c in k_counts.items():
-                counts[name] = counts.get(name, 0) + c
-        object.__setattr__(e, "_tree", (size, counts or _NO_COUNTS))
-    size, counts = _tree_of(root)
+    size, counts = _local_size_and_refs_kept(root)
     return size, dict(counts)
 
 
 _NO_COUNTS: dict[str, int] = {}
+_TERMS = (Literal, CharClass, Ref)  # the leaves of the node-kept analyses below
 
 
-def _tree_of(e: Expr) -> tuple[int, dict[str, int]]:
-    if isinstance(e, Ref):
-        return 1, {e.name: 1}
-    if isinstance(e, (Literal, CharClass)):
-        return 1, _NO_COUNTS
-    return e.__dict__["_tree"]
+def _leaf_tree(e: Expr) -> tuple[int, dict[str, int]]:
+    return 1, ({e.name: 1} if isinstance(e, Ref) else _NO_COUNTS)
+
+
+def _tree_here(e: Expr) -> tuple[int, dict[str, int]]:
+    size = 1
+    counts: dict[str, int] = {}
+    for k in children(e):
+        k_size, k_counts = _local_size_and_refs_kept(k)
+        size += k_size
+        for name, c in k_counts.items():
+            counts[name] = counts.get(name, 0) + c
+    return size, counts or _NO_COUNTS
+
+
+def _local_size_and_refs_kept(e: Expr) -> tuple[int, dict[str, int]]:
+    return kept_on_nodes(e, "_tree", _TERMS, _leaf_tree, _tree_here)
 
 
 class _Counts:
@@ -216,25 +218,25 @@ def _expansions(root: Expr) -> tuple[int, int]:
     """``root``'s expansion (see ``_Counts``) and the largest expansion of a repeat inside it
     (0 for none). Each composite node keeps its answer, so a shared sub-expression (a format's
     spellings, a JSON character's encodings) is walked once in its life, not once per grammar."""
-    if isinstance(root, (Literal, CharClass, Ref)):
+    return kept_on_nodes(root, "_expansions", _TERMS, _leaf_expansions, _expansions_here)
+
+
+def _leaf_expansions(_: Expr) -> tuple[int, int]:
+    return _LEAF_EXPANSIONS
+
+
+def _expansions_here(e: Expr) -> tuple[int, int]:
+    if decoded_class(e) is not None:
         return _LEAF_EXPANSIONS
-    hit = root.__dict__.get("_expansions")
-    if hit is not None:
-        return hit
-    for e in uncached_postorder(root, "_expansions", (Literal, CharClass, Ref)):
-        out = _LEAF_EXPANSIONS
-        if decoded_class(e) is None:
-            kids = [_expansions(k) for k in children(e)]
-            exp = max((k[0] for k in kids), default=1)
-            inner = max((k[1] for k in kids), default=0)
-            if isinstance(e, Repeat):
-                exp *= e.min + 1 if e.max is None else max(e.max, 1)
-                inner = max(inner, exp)
-            elif isinstance(e, Capped):
-                inner = _CAPPED_EXPANSION
-            out = (exp, inner)
-        object.__setattr__(e, "_expansions", out)
-    return root.__dict__["_expansions"]
+    kids = [_expansions(k) for k in children(e)]
+    exp = max((k[0] for k in kids), default=1)
+    inner = max((k[1] for k in kids), default=0)
+    if isinstance(e, Repeat):
+        exp *= e.min + 1 if e.max is None else max(e.max, 1)
+        inner = max(inner, exp)
+    elif isinstance(e, Capped):
+        inner = _CAPPED_EXPANSION
+    return exp, inner
 
 
 def _label(expr: Expr, limit: int = 80) -> str:
@@ -1251,21 +1253,22 @@ def _gap_bounds(root: Expr) -> frozenset[int]:
     """The bounds ``b`` of the whitespace gaps ``[ \\t\\n\\r]{0,b}`` inside ``root``, not counting
     a string's characters (which hold none). Each composite node keeps its answer, so a gap-free
     sub-expression shared across grammars (a format's spellings) is walked once in its life."""
-    if isinstance(root, (Literal, CharClass, Ref)):
+    return kept_on_nodes(root, "_gap_bounds", _TERMS, _no_gaps, _gap_bounds_here)
+
+
+def _no_gaps(_: Expr) -> frozenset[int]:
+    return _NO_GAPS
+
+
+def _gap_bounds_here(e: Expr) -> frozenset[int]:
+    if isinstance(e, Repeat) and e.min == 0 and e.max is not None and e.item == _JSON_WS:
+        return frozenset((e.max,))
+    if decoded_class(e) is not None:
         return _NO_GAPS
-    hit = root.__dict__.get("_gap_bounds")
-    if hit is not None:
-        return hit
-    for e in uncached_postorder(root, "_gap_bounds", (Literal, CharClass, Ref)):
-        out = _NO_GAPS
-        if isinstance(e, Repeat) and e.min == 0 and e.max is not None and e.item == _JSON_WS:
-            out = frozenset((e.max,))
-        elif decoded_class(e) is None:
-            found = [b for b in (_gap_bounds(k) for k in children(e)) if b]
-            if found:
-                out = found[0] if len(found) == 1 else frozenset().union(*found)
-        object.__setattr__(e, "_gap_bounds", out)
-    return root.__dict__["_gap_bounds"]
+    found = [b for b in map(_gap_bounds, children(e)) if b]
+    if not found:
+        return _NO_GAPS
+    return found[0] if len(found) == 1 else frozenset().union(*found)
 
 
 _NO_GAPS: frozenset[int] = frozenset()

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TypeVar
 
 MAX_CODE_POINT = 0x10FFFF
 SURROGATES = (0xD800, 0xDFFF)
@@ -407,25 +408,40 @@ def known_ref_names(expr: Expr) -> frozenset[str] | None:
     return _NO_REFS if isinstance(expr, (Literal, CharClass)) else expr.__dict__.get("_refs")
 
 
-def _refs_of(root: Expr) -> frozenset[str]:
-    if isinstance(root, (Literal, CharClass)):
-        return _NO_REFS
-    hit = root.__dict__.get("_refs")
+_T = TypeVar("_T")
+
+
+def kept_on_nodes(root: Expr, attr: str, leaves: tuple[type[Expr], ...],
+                  leaf: Callable[[Expr], _T], answer: Callable[[Expr], _T]) -> _T:
+    """``answer(root)``, kept on each composite node under ``attr``: a sub-expression shared by
+    many rules and grammars (a JSON character's encodings, a format's spellings) is answered
+    once in its life, each node after its children (``uncached_postorder``), so ``answer`` reads
+    theirs through the same function at the cost of a dict lookup. ``leaf`` answers the
+    ``leaves`` types, which keep nothing."""
+    if isinstance(root, leaves):
+        return leaf(root)
+    hit = root.__dict__.get(attr)
     if hit is not None:  # the common case: no walk to set up
         return hit
-    for e in uncached_postorder(root, "_refs", (Literal, CharClass)):
-        if isinstance(e, Ref):
-            object.__setattr__(e, "_refs", frozenset((e.name,)))
-        else:
-            found = [r for r in (_cached_refs(k) for k in children(e)) if r]
-            refs = _NO_REFS if not found else found[0] if len(found) == 1 else frozenset().union(
-                *found)
-            object.__setattr__(e, "_refs", refs)
-    return _cached_refs(root)
+    for e in uncached_postorder(root, attr, leaves):
+        object.__setattr__(e, attr, answer(e))
+    result: _T = root.__dict__[attr]
+    return result
 
 
-def _cached_refs(e: Expr) -> frozenset[str]:
-    return _NO_REFS if isinstance(e, (Literal, CharClass)) else e.__dict__["_refs"]
+def _refs_of(root: Expr) -> frozenset[str]:
+    return kept_on_nodes(root, "_refs", (Literal, CharClass), _no_refs, _refs_here)
+
+
+def _no_refs(_: Expr) -> frozenset[str]:
+    return _NO_REFS
+
+
+def _refs_here(e: Expr) -> frozenset[str]:
+    if isinstance(e, Ref):
+        return frozenset((e.name,))
+    found = [r for r in map(_refs_of, children(e)) if r]
+    return _NO_REFS if not found else found[0] if len(found) == 1 else frozenset().union(*found)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -497,6 +513,7 @@ __all__ = [
     "children",
     "choice",
     "iter_refs",
+    "kept_on_nodes",
     "ref_names",
     "uncached_postorder",
     "lit",
