@@ -362,8 +362,10 @@ def _count_range(expr: Expr) -> tuple[Expr, int, int] | None:
 
 def _tiled(unit: ByteDFA, lo: int, hi: int, nonempty: bool, max_states: int) -> ByteDFA | None:
     """The DFA of ``x{lo,hi}`` as ``hi`` copies of ``x``'s DFA ``unit``, or None unless ``x``
-    is a prefix code (one accepting state, without transitions, and not the start), as one
-    JSON character or one UTF-8 character is.
+    is a prefix code (one accepting state, without transitions, and not the start) whose start
+    is never re-entered (no transition into it), as one JSON character or one UTF-8 character
+    is. The start of a copy stands for "the previous copies are done"; a start re-entered,
+    as in ``(a*b){1,20}``, would accept ``ba`` there.
 
     Copy ``i`` reads the ``i+1``-th ``x``; the transitions into ``unit``'s accepting state go
     to the start of copy ``i+1`` instead, and the start of copy ``i`` accepts iff ``lo <= i``.
@@ -378,7 +380,8 @@ def _tiled(unit: ByteDFA, lo: int, hi: int, nonempty: bool, max_states: int) -> 
     ``needed - 1`` and ``left - 1`` more): equal tiles mean equal languages from the state, in
     any grammar, which lets mask rows be shared without reading the sub-automaton."""
     final = np.flatnonzero(unit.accept)
-    if final.shape[0] != 1 or final[0] == 0 or (unit.trans[final[0]] >= 0).any():
+    if (final.shape[0] != 1 or final[0] == 0 or (unit.trans[final[0]] >= 0).any()
+            or (unit.trans == 0).any()):
         return None
     f = int(final[0])
     k = unit.num_states - 1  # states per copy: all but the accepting one

@@ -379,6 +379,18 @@ def test_tiling_covers_the_shapes_chunking_leaves_and_skips_other_items() -> Non
             assert dfa.matches(s.encode()) == bool(re.fullmatch("(?:ab?){0,12}", s)), s
 
 
+@pytest.mark.parametrize(("pattern", "item"), [
+    ("(?:a*b){1,20}", seq(repeat(lit("a")), lit("b"))),
+    ("(?: *,x){0,12}", seq(repeat(lit(" ")), lit(",x"))),  # an array item after its gap
+])
+def test_tiling_refuses_a_unit_whose_start_is_reentered(pattern: str, item: Expr) -> None:
+    # oracle: Python's re. A copy's start means "the previous copies are done"; a unit that
+    # loops back to its start would accept "ba" for (a*b){1,20} there
+    dfa = build_byte_dfa(repeat(item, *map(int, pattern[pattern.index("{") + 1:-1].split(","))))
+    for s in ("", "b", "ba", "bab", "baa", "aab" * 3 + "a", " ,x", " ,x ", " ,x ,x", ",x" * 13):
+        assert dfa.matches(s.encode()) == bool(re.fullmatch(pattern, s)), s
+
+
 def test_long_counted_string_is_tiled(monkeypatch: pytest.MonkeyPatch) -> None:
     # the fast path must not silently stop applying to the JSON strings it exists for
     built: list[int] = []
