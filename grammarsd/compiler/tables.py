@@ -59,18 +59,15 @@ Flat layout (``EarleyTables``; ``sym >= 0`` is a nonterminal, ``sym < 0`` is ter
 
 from __future__ import annotations
 
-import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit
 
-from grammarsd.compiler.lexer import ByteDFA, RuleSet, build_byte_dfa
+from grammarsd.compiler.dfa_cache import DFA_CACHE, PackedDfa, rules_digest
+from grammarsd.compiler.lexer import RuleSet
 from grammarsd.errors import EmptyLanguageError, GrammarError, GrammarTooLargeError
-from grammarsd.grammar._canonical import column_classes
 from grammarsd.grammar.encodings import decoded_class
 from grammarsd.grammar.ir import (
     EMPTY,
@@ -93,7 +90,6 @@ from grammarsd.grammar.ir import (
     ref_names,
     repeat,
     seq,
-    uncached_postorder,
 )
 from grammarsd.grammar.passes import nullable, strongly_connected_components
 
@@ -644,7 +640,7 @@ class _Lowering:
         self,
         grammar: Grammar,
         limits: CompileLimits,
-        dfa_builder: Callable[[Expr, RuleSet, bytes], _PackedDfa],
+        dfa_builder: Callable[[Expr, RuleSet, bytes], PackedDfa],
     ) -> None:
         self.grammar = grammar
         self.limits = limits
@@ -666,7 +662,7 @@ class _Lowering:
         self.helper_nt: dict[object, int] = {}
         self.term_id: dict[Expr, int] = {}
         self.term_exprs: list[Expr] = []
-        self.term_dfas: list[_PackedDfa] = []
+        self.term_dfas: list[PackedDfa] = []
         self.term_info: dict[Expr, tuple[bool, bool]] = {}  # expr -> (nonempty part, nullable)
 
     # -- symbols -------------------------------------------------------------
@@ -772,7 +768,7 @@ class _Lowering:
                 empty_ok = nullable(expr, self.analysis.nullable)
             else:
                 rules, empty_ok = own
-                digest = _rules_digest(rules)
+                digest = rules_digest(rules)
             dfa = self.dfa_builder(expr, rules, digest)
             if rules and self.dfa_states + dfa.num_states > self.limits.max_dfa_states:
                 raise GrammarTooLargeError("dfa_states", self.dfa_states + dfa.num_states,
@@ -794,7 +790,7 @@ class _Lowering:
         hit = self._rule_sets.get(names)
         if hit is None:
             rules = tuple((n, *self.analysis.groups[n]) for n in sorted(names))
-            hit = self._rule_sets[names] = (rules, _rules_digest(rules))
+            hit = self._rule_sets[names] = (rules, rules_digest(rules))
         return hit
 
     def lexeme(self, expr: Expr) -> tuple[object, bool] | None:
@@ -1111,111 +1107,6 @@ def _propagate(sets: dict[int, int], edges: dict[int, list[int]]) -> None:
                 work.append(b)
 
 
-@dataclass(frozen=True)
-class _PackedDfa:
-    """A ``ByteDFA`` stored by byte classes: its ``trans == table[:, classes]``. Terminal
-    DFAs use a few dozen distinct columns of their 256, so this is ~10x smaller."""
-
-    classes: np.ndarray  # uint8 [256]: column of ``table`` for each byte
-    table: np.ndarray  # int32 [num_states, num_classes]
-    accept: np.ndarray
-    tile: np.ndarray | None
-    cap: int
-    char_start: np.ndarray | None
-
-    @property
-    def num_states(self) -> int:
-        return int(self.table.shape[0])
-
-    @classmethod
-    def pack(cls, dfa: ByteDFA) -> _PackedDfa:
-        starts, run_class, first = column_classes(dfa.trans)  # classes by first occurrence
-        classes = np.repeat(run_class, np.diff(starts)).astype(np.uint8)
-        table = np.ascontiguousarray(dfa.trans[:, first])
-        return cls(classes, table, dfa.accept, dfa.tile, dfa.cap, dfa.char_start)
-
-    def unpack(self) -> ByteDFA:
-        """The ``ByteDFA`` (the reference: ``_place`` writes the same rows into the tables)."""
-        return ByteDFA(np.ascontiguousarray(self.table[:, self.classes]), self.accept, self.tile,
-                       self.cap, self.char_start)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.classes, self.table, self.accept, self.tile,
-                                      self.char_start) if a is not None)
-
-
-class _DfaCache:
-    """Byte DFAs of terminals, shared across grammars (LRU bounded by bytes, stored packed).
-
-    The same lexemes recur in every JSON schema (string values with all their escape spellings,
-    numbers, whitespace), so most terminals of a new schema are already built. Some are
-    expensive (a ``date-time`` string: ~18k states, ~0.4 s), so the bound is on packed bytes,
-    not on states: 64 MiB holds several hundred thousand states.
-    """
-
-    def __init__(self, max_bytes: int = 64 << 20) -> None:
-        self.max_bytes = max_bytes
-        self._items: OrderedDict[tuple[bytes, int], _PackedDfa] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, expr: Expr, max_states: int, rules: RuleSet = (),
-            rules_digest: bytes | None = None) -> _PackedDfa:
-        """The DFA of ``expr`` (``build_byte_dfa(expr, nonempty=True, ...)``), packed as the
-        tables take it (``_place``); ``rules_digest`` is ``_rules_digest(rules)`` where the
-        caller keeps it."""
-        if rules_digest is None:
-            rules_digest = _rules_digest(rules)
-        key = (_fingerprint(expr) + rules_digest, max_states)
-        with self._lock:
-            packed = self._items.get(key)
-            if packed is not None:
-                self._items.move_to_end(key)
-                return packed
-        dfa = build_byte_dfa(expr, nonempty=True, max_states=max_states, rules=rules)
-        packed = _PackedDfa.pack(dfa)
-        with self._lock:
-            if key not in self._items:
-                self._items[key] = packed
-                self._bytes += packed.nbytes
-                while self._bytes > self.max_bytes and len(self._items) > 1:
-                    _, old = self._items.popitem(last=False)
-                    self._bytes -= old.nbytes
-        return packed
-
-
-_DFA_CACHE = _DfaCache()
-
-
-def _fingerprint(root: Expr) -> bytes:
-    """A 16-byte digest of ``root``'s structure: equal for structurally equal expressions
-    (which have the same DFA), different otherwise but for hash collisions.
-
-    Cache keys are digests, not expressions: comparing two equal expressions built apart
-    walks them as trees, and a shared sub-expression (the rest of an object after property
-    ``i``) is then compared once per path to it. Here each node of the DAG is hashed once in
-    its life: the digest is kept on the (immutable) node, as ``_CachedHash`` keeps its hash,
-    so the JSON character encodings every schema shares are hashed once per process.
-    """
-    for e in uncached_postorder(root, "_fingerprint"):
-        h = hashlib.blake2b(type(e).__name__.encode(), digest_size=16)
-        if isinstance(e, Literal):
-            h.update(e.text.encode("utf-8", "surrogatepass"))
-        elif isinstance(e, CharClass):
-            h.update(np.asarray(e.ranges, np.int64).tobytes())
-        elif isinstance(e, Ref):
-            h.update(e.name.encode())
-        elif isinstance(e, Repeat):
-            h.update(f"{e.min},{e.max}".encode())
-        elif isinstance(e, Capped):
-            h.update(str(e.max).encode())
-        for k in children(e):
-            h.update(k.__dict__["_fingerprint"])
-        object.__setattr__(e, "_fingerprint", h.digest())
-    return root.__dict__["_fingerprint"]
-
-
 @njit(cache=True, nogil=True)
 def _place(table: np.ndarray, classes: np.ndarray, offset: int, trans: np.ndarray,
            has_out: np.ndarray) -> None:  # pragma: no cover - compiled
@@ -1233,17 +1124,6 @@ def _place(table: np.ndarray, classes: np.ndarray, offset: int, trans: np.ndarra
             else:
                 trans[offset + r, b] = -1
         has_out[offset + r] = live
-
-
-def _rules_digest(rules: RuleSet) -> bytes:
-    """A 16-byte digest of the rule groups a lexeme references (empty for none)."""
-    if not rules:
-        return b""
-    digest = hashlib.blake2b(digest_size=16)
-    for name, group, body in rules:
-        digest.update(f"{name}\0{group}\0".encode())
-        digest.update(_fingerprint(body))
-    return digest.digest()
 
 
 _JSON_WS = char_set(" \t\n\r")
@@ -1320,10 +1200,10 @@ def build_tables(
     if whitespace is not None and whitespace.rule in grammar.rules:
         open_gaps = _OpenGaps(grammar, whitespace)
 
-    def dfa_builder(expr: Expr, rules: RuleSet, rules_digest: bytes) -> _PackedDfa:
+    def dfa_builder(expr: Expr, rules: RuleSet, rules_digest: bytes) -> PackedDfa:
         if open_gaps is not None:  # rule groups keep theirs: bounded twice is still exact
             expr = open_gaps(expr)
-        return _DFA_CACHE.get(expr, limits.max_dfa_states, rules, rules_digest)
+        return DFA_CACHE.get(expr, limits.max_dfa_states, rules, rules_digest)
 
     low = _Lowering(grammar, limits, dfa_builder)
     top = low.new_nt("<start>")

@@ -1,15 +1,37 @@
-"""The terminal DFA cache: packed storage round-trips, keys are structural, the bound holds."""
+"""The terminal DFA cache: packed storage round-trips, keys are structural, the bound holds, and
+terminals composed from cached parts equal the lexer's direct construction (the oracle)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-import grammarsd.compiler.tables as tables
+import grammarsd.compiler.dfa_cache as dfa_cache
+from grammarsd.compiler.dfa_cache import DfaCache, PackedDfa, fingerprint
 from grammarsd.compiler.lexer import build_byte_dfa
-from grammarsd.compiler.tables import _DfaCache, _fingerprint, _PackedDfa
-from grammarsd.grammar.ir import Capped, Choice, Expr, Literal, Ref, Repeat, Seq, chars
+from grammarsd.errors import GrammarTooLargeError
+from grammarsd.grammar.encodings import encode_class
+from grammarsd.grammar.ir import (
+    ANY_CHAR,
+    Capped,
+    Choice,
+    Expr,
+    Literal,
+    Ref,
+    Repeat,
+    Seq,
+    char_set,
+    chars,
+)
 from grammarsd.grammar.regex import parse_regex
+
+
+@pytest.fixture(autouse=True)
+def _direct(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The direct construction unless a test asks for composition."""
+    monkeypatch.setattr(dfa_cache, "COMPOSE", "never")
 
 PATTERNS = ["[a-z]+@[0-9]{2,5}\u00e9", "(ab|cd)*x?", "[\u0080-\U0010ffff]{1,3}", "\\d+(\\.\\d+)?"]
 
@@ -17,7 +39,7 @@ PATTERNS = ["[a-z]+@[0-9]{2,5}\u00e9", "(ab|cd)*x?", "[\u0080-\U0010ffff]{1,3}",
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_packing_round_trips(pattern: str) -> None:
     dfa = build_byte_dfa(parse_regex(pattern), nonempty=True)
-    packed = _PackedDfa.pack(dfa)
+    packed = PackedDfa.pack(dfa)
     back = packed.unpack()
     assert np.array_equal(back.trans, dfa.trans) and np.array_equal(back.accept, dfa.accept)
     assert packed.table.shape[1] == len({dfa.trans[:, b].tobytes() for b in range(256)})
@@ -37,8 +59,8 @@ def test_equal_structure_shares_an_entry(monkeypatch: pytest.MonkeyPatch) -> Non
         built.append(expr)
         return build_byte_dfa(expr, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(tables, "build_byte_dfa", counting)
-    cache = _DfaCache()
+    monkeypatch.setattr(dfa_cache, "build_byte_dfa", counting)
+    cache = DfaCache()
     first = cache.get(_expr(3), 1_000).unpack()
     again = cache.get(_expr(3), 1_000).unpack()
     other = cache.get(_expr(4), 1_000).unpack()  # negative control: one bound differs
@@ -48,23 +70,128 @@ def test_equal_structure_shares_an_entry(monkeypatch: pytest.MonkeyPatch) -> Non
     assert again.matches(b"kyabcz") and not again.matches(b"kyabcaz")
 
 
-def test_fingerprints_separate_what_differs() -> None:
+def testfingerprints_separate_what_differs() -> None:
     exprs: list[Expr] = [Literal("ab"), Literal("ba"), chars([(97, 98)]), Ref("ab"),
                          Repeat(Literal("ab"), 0, 2), Repeat(Literal("ab"), 0, None),
                          Capped(Literal("ab"), 2), Seq((Literal("a"), Literal("b"))),
                          Choice((Literal("a"), Literal("b")))]
-    digests = {_fingerprint(e) for e in exprs}
+    digests = {fingerprint(e) for e in exprs}
     assert len(digests) == len(exprs)
-    assert _fingerprint(_expr(3)) == _fingerprint(_expr(3))
+    assert fingerprint(_expr(3)) == fingerprint(_expr(3))
 
 
 def test_byte_bound_evicts_least_recently_used() -> None:
-    cache = _DfaCache(max_bytes=1)
+    cache = DfaCache(max_bytes=1)
     cache.get(parse_regex("a+"), 1_000)
     cache.get(parse_regex("b+"), 1_000)
     assert len(cache._items) == 1  # only the newest stays, whatever its size
-    roomy = _DfaCache()
+    roomy = DfaCache()
     for pattern in PATTERNS:
         roomy.get(parse_regex(pattern), 1_000)
     assert len(roomy._items) == len(PATTERNS)
     assert roomy._bytes == sum(p.nbytes for p in roomy._items.values())
+
+
+# --------------------------------------------------------------------------- composition
+
+WS = Repeat(char_set(" \t\n\r"), 0, None)
+URI_BODY = Seq((encode_class(chars([(ord("a"), ord("z"))])),
+                Repeat(encode_class(ANY_CHAR), 0, None)))  # JSON string content
+KEY_BODY = Choice((Seq(()), Seq((encode_class(chars([(ord("a"), ord("a"))])),
+                                Repeat(encode_class(chars([(ord("b"), ord("z"))])), 0, 3)))))
+
+
+def _quoted(body: Expr) -> Expr:
+    return Seq((Literal('"'), body, Literal('"')))
+
+
+def _prop(key: str, value: Expr) -> Expr:
+    return Seq((WS, Literal(","), WS, Literal(f'"{key}"'), WS, Literal(":"), WS, value))
+
+
+def _same(a: PackedDfa, b: PackedDfa) -> bool:
+    x, y = a.unpack(), b.unpack()
+    return x.trans.shape == y.trans.shape and bool((x.trans == y.trans).all()) and bool(
+        (x.accept == y.accept).all())
+
+
+def _direct_dfa(expr: Expr) -> PackedDfa:
+    return PackedDfa.pack(build_byte_dfa(expr, nonempty=True, max_states=50_000))
+
+
+SHAPES: list[Expr] = [
+    _prop("homepage", _quoted(URI_BODY)),
+    Choice((Seq((WS, Literal("}"))), _prop("a", _quoted(URI_BODY)), _prop("b", Literal("null")))),
+    Seq((_quoted(KEY_BODY), WS, Literal(":"), WS)),
+    Choice((Repeat(_prop("x", Literal("1")), 0, 7),
+            Seq((Repeat(_prop("x", Literal("1")), 8, 8), Repeat(_prop("x", Literal("1")), 0, 4))))),
+    Seq((Literal("["), WS, Repeat(Seq((Literal("ab"), Repeat(Literal("c"), 1, None))), 2, 5))),
+    Seq((Repeat(Literal("a"), 0, None), Literal("b"), Repeat(Literal("a"), 0, None))),
+    Seq((Literal("é€😀"), Choice((Seq(()), Literal("\u00e9"))), Repeat(ANY_CHAR, 0, 2))),
+]
+
+
+@pytest.mark.parametrize("expr", SHAPES)
+def test_composed_terminal_equals_the_direct_construction(
+        expr: Expr, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dfa_cache, "COMPOSE", "always")
+    composed = DfaCache().get(expr, 50_000)
+    assert _same(composed, _direct_dfa(expr))
+    assert not composed.accept[0]  # nonempty: the terminal never matches ""
+
+
+_LEAVES: list[Expr] = [Literal("a"), Literal("ab"), Literal('"'), Literal(""), char_set("ab"), WS,
+           _quoted(URI_BODY), KEY_BODY, encode_class(chars([(ord("a"), ord("c"))]))]
+
+
+def _trees(depth: int) -> st.SearchStrategy[Expr]:
+    leaf = st.sampled_from(_LEAVES)
+    if depth == 0:
+        return leaf
+    sub = _trees(depth - 1)
+    trees: st.SearchStrategy[Expr] = st.one_of(
+        leaf,
+        st.lists(sub, min_size=0, max_size=4).map(lambda xs: Seq(tuple(xs))),
+        st.lists(sub, min_size=1, max_size=3).map(lambda xs: Choice(tuple(xs))),
+        st.tuples(sub, st.integers(0, 3), st.one_of(st.none(), st.integers(0, 3))).map(
+            lambda t: Repeat(t[0], min(t[1], t[2] if t[2] is not None else t[1]), t[2])),
+    )
+    return trees
+
+
+@settings(max_examples=120, deadline=None)
+@given(expr=_trees(3))
+def test_composed_random_trees_equal_the_direct_construction(expr: Expr) -> None:
+    dfa_cache.COMPOSE = "always"
+    try:
+        composed = DfaCache().get(expr, 50_000)
+    finally:
+        dfa_cache.COMPOSE = "never"
+    assert _same(composed, _direct_dfa(expr))
+
+
+def test_reused_string_parts_turn_composition_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dfa_cache, "COMPOSE", "reused")
+    composed: list[Expr] = []
+    cache = DfaCache()
+    real = cache._compose
+
+    def spy(expr: Expr, max_states: int) -> object:
+        composed.append(expr)
+        return real(expr, max_states)
+
+    monkeypatch.setattr(cache, "_compose", spy)
+    first, second, third = (_prop(k, _quoted(URI_BODY)) for k in ("a", "b", "c"))
+    own_key = Seq((_quoted(KEY_BODY), WS, Literal(":")))
+    for expr in (first, own_key, second, third):
+        assert _same(cache.get(expr, 50_000), _direct_dfa(expr))
+    # the URI string is new in ``first`` (built inside it), met again in ``second``
+    assert composed == [second, third]
+
+
+def test_composition_keeps_the_state_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dfa_cache, "COMPOSE", "always")
+    many = Seq(tuple(Literal(f"k{i}") for i in range(200)))  # ~600 NFA states
+    with pytest.raises(GrammarTooLargeError):
+        DfaCache().get(many, 300)
+    assert DfaCache().get(many, 5_000).num_states == _direct_dfa(many).num_states

@@ -1,0 +1,399 @@
+"""Terminal DFAs shared across grammars: structural fingerprints, a byte-bounded LRU of packed
+tables, and terminals composed from the DFAs of parts met before.
+
+The same lexemes recur in every JSON schema (string values with all their escape spellings,
+numbers, whitespace), so most terminals of a new schema are already built (``DfaCache.get``).
+
+Composition. A value type recurs *inside* terminals too: ten properties with ``format: uri``
+are ten terminals ``"key" ws ":" ws "\\"" URI "\\""``, each with its own ~950-state copy of the
+URI string, ~30 ms each through the character-level construction (``lexer.build_byte_dfa``).
+Such a terminal is a tree of ``Seq``, ``Choice`` and small ``Repeat`` nodes over *parts*;
+``_compose`` builds it as a Thompson NFA whose pieces are the parts' byte DFAs (from
+``DfaCache``'s part store), joined by epsilon edges, and determinises it over bytes in numba
+(``_canonical.subsets``), then minimises and numbers it like any DFA (``lexer._finish``).
+UTF-8 and JSON spellings are codes, so concatenation and union over bytes are those over
+characters: the table is the canonical one the direct construction gives, state for state.
+
+What is a part: a node of JSON string content (it holds JSON character encodings and no raw
+``"``: a string body, a pattern, a format), or a quoted string of one, stays whole (``_opaque``),
+since the direct construction reads its encodings as one tagged symbol each and bytes would
+spell every escape apart; any other node that is not a flattened ``Seq``/``Choice``/``Repeat``
+is a part too (a literal, a character class). A terminal is composed only once one of its
+string parts has been met before (``_worth_composing``): a part met once (an object's own key
+pattern) is built inside its terminal the direct way, as building it apart and then again
+over bytes would cost more than it saves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from grammarsd.compiler.lexer import ByteDFA, RuleSet, _counted, _finish, build_byte_dfa
+from grammarsd.errors import GrammarTooLargeError
+from grammarsd.grammar._canonical import column_classes, subsets
+from grammarsd.grammar.encodings import decoded_class
+from grammarsd.grammar.ir import (
+    Capped,
+    CharClass,
+    Choice,
+    Expr,
+    Literal,
+    Ref,
+    Repeat,
+    Seq,
+    children,
+    kept_on_nodes,
+    uncached_postorder,
+)
+
+COMPOSE = "reused"
+"""When ``DfaCache`` composes a terminal from parts: ``"reused"`` (once a string part was met
+before), ``"always"`` or ``"never"`` (tests pin one)."""
+COMPOSE_MAX_COPIES = 4096  # a longer repeat is one part (the lexer tiles or chunks it)
+
+
+def fingerprint(root: Expr) -> bytes:
+    """A 16-byte digest of ``root``'s structure: equal for structurally equal expressions
+    (which have the same DFA), different otherwise but for hash collisions.
+
+    Cache keys are digests, not expressions: comparing two equal expressions built apart
+    walks them as trees, and a shared sub-expression (the rest of an object after property
+    ``i``) is then compared once per path to it. Here each node of the DAG is hashed once in
+    its life: the digest is kept on the (immutable) node, as ``_CachedHash`` keeps its hash,
+    so the JSON character encodings every schema shares are hashed once per process.
+    """
+    for e in uncached_postorder(root, "_fingerprint"):
+        h = hashlib.blake2b(type(e).__name__.encode(), digest_size=16)
+        if isinstance(e, Literal):
+            h.update(e.text.encode("utf-8", "surrogatepass"))
+        elif isinstance(e, CharClass):
+            h.update(np.asarray(e.ranges, np.int64).tobytes())
+        elif isinstance(e, Ref):
+            h.update(e.name.encode())
+        elif isinstance(e, Repeat):
+            h.update(f"{e.min},{e.max}".encode())
+        elif isinstance(e, Capped):
+            h.update(str(e.max).encode())
+        for k in children(e):
+            h.update(k.__dict__["_fingerprint"])
+        object.__setattr__(e, "_fingerprint", h.digest())
+    return root.__dict__["_fingerprint"]
+
+
+def rules_digest(rules: RuleSet) -> bytes:
+    """A 16-byte digest of the rule groups a lexeme references (empty for none)."""
+    if not rules:
+        return b""
+    digest = hashlib.blake2b(digest_size=16)
+    for name, group, body in rules:
+        digest.update(f"{name}\0{group}\0".encode())
+        digest.update(fingerprint(body))
+    return digest.digest()
+
+
+@dataclass(frozen=True)
+class PackedDfa:
+    """A ``ByteDFA`` stored by byte classes: its ``trans == table[:, classes]``. Terminal
+    DFAs use a few dozen distinct columns of their 256, so this is ~10x smaller."""
+
+    classes: np.ndarray  # uint8 [256]: column of ``table`` for each byte
+    table: np.ndarray  # int32 [num_states, num_classes]
+    accept: np.ndarray
+    tile: np.ndarray | None
+    cap: int
+    char_start: np.ndarray | None
+
+    @property
+    def num_states(self) -> int:
+        return int(self.table.shape[0])
+
+    @classmethod
+    def pack(cls, dfa: ByteDFA) -> PackedDfa:
+        starts, run_class, first = column_classes(dfa.trans)  # classes by first occurrence
+        classes = np.repeat(run_class, np.diff(starts)).astype(np.uint8)
+        table = np.ascontiguousarray(dfa.trans[:, first])
+        return cls(classes, table, dfa.accept, dfa.tile, dfa.cap, dfa.char_start)
+
+    def unpack(self) -> ByteDFA:
+        """The ``ByteDFA`` (the reference: ``tables._place`` writes the same rows)."""
+        return ByteDFA(np.ascontiguousarray(self.table[:, self.classes]), self.accept, self.tile,
+                       self.cap, self.char_start)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.classes, self.table, self.accept, self.tile,
+                                      self.char_start) if a is not None)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """A part's DFA (empty string kept) as NFA pieces: its live transitions as byte
+    intervals ``src -> tgt`` on ``lo..hi`` (local state numbers), and its accepting states."""
+
+    num_states: int
+    src: np.ndarray  # int64 [E], ascending
+    lo: np.ndarray  # int64 [E]
+    hi: np.ndarray  # int64 [E]
+    tgt: np.ndarray  # int64 [E]
+    finals: tuple[int, ...]
+
+    @classmethod
+    def of(cls, dfa: ByteDFA) -> _Part:
+        trans = dfa.trans
+        n = trans.shape[0]
+        change = np.ones((n, 257), np.bool_)  # column 256: every row's end
+        change[:, 1:256] = trans[:, 1:] != trans[:, :-1]
+        flat = np.flatnonzero(change)
+        row, col = np.divmod(flat, 257)
+        live = col < 256
+        live[live] = trans[row[live], col[live]] >= 0
+        k = np.flatnonzero(live)  # a run of one live target starts here, ends before k + 1
+        return cls(n, row[k], col[k], flat[k + 1] % 257 - 1,
+                   trans[row[k], col[k]].astype(np.int64), tuple(np.flatnonzero(dfa.accept)))
+
+    @property
+    def nbytes(self) -> int:
+        return 32 * int(self.src.shape[0]) + 8 * len(self.finals)
+
+
+def _literal_dfa(text: str) -> ByteDFA | None:
+    """The chain spelling ``text`` in UTF-8 (minimal and numbered already); None for text
+    with a lone surrogate, which the lexer's construction handles."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    n = len(data)
+    trans = np.full((n + 1, 256), -1, np.int32)
+    trans[np.arange(n), np.frombuffer(data, np.uint8)] = np.arange(1, n + 1, dtype=np.int32)
+    accept = np.zeros(n + 1, np.bool_)
+    accept[n] = True
+    return ByteDFA(trans, accept)
+
+
+_JSON, _QUOTE = 1, 2  # ``_content`` bits: holds JSON character encodings; holds a raw quote
+_QUOTE_LIT = Literal('"')
+
+
+def _content(e: Expr) -> int:
+    return kept_on_nodes(e, "_json_content", (Literal, CharClass), _leaf_content, _content_here)
+
+
+def _leaf_content(e: Expr) -> int:
+    if isinstance(e, Literal):
+        return _QUOTE if '"' in e.text else 0
+    assert isinstance(e, CharClass)
+    return _QUOTE if any(a <= 0x22 <= b for a, b in e.ranges) else 0
+
+
+def _content_here(e: Expr) -> int:
+    if decoded_class(e) is not None:
+        return _JSON
+    bits = 0
+    for k in children(e):
+        bits |= _content(k)
+    return bits
+
+
+def _opaque(e: Expr) -> bool:
+    """JSON string content, or a quoted string of it: a part, never flattened."""
+    if decoded_class(e) is not None or _content(e) == _JSON:
+        return True
+    return (isinstance(e, Seq) and len(e.items) == 3 and e.items[0] == _QUOTE_LIT
+            and e.items[2] == _QUOTE_LIT and _content(e.items[1]) == _JSON)
+
+
+def _flattened(e: Expr) -> bool:
+    """``_compose`` spells ``e`` from its children rather than taking it as one part."""
+    if isinstance(e, (Seq, Choice)):
+        return not _opaque(e)
+    if isinstance(e, Repeat):
+        return (e.max or e.min) <= COMPOSE_MAX_COPIES and not _opaque(e)
+    return False
+
+
+class DfaCache:
+    """Byte DFAs of terminals (stored packed) and of the parts terminals are composed from,
+    shared across grammars; one LRU bound on the bytes of both.
+
+    Some terminals are expensive (a ``date-time`` string: ~18k states, ~0.4 s), so the bound
+    is on bytes, not on states: 64 MiB holds several hundred thousand states.
+    """
+
+    def __init__(self, max_bytes: int = 64 << 20, max_seen: int = 1 << 16) -> None:
+        self.max_bytes = max_bytes
+        self.max_seen = max_seen
+        self._items: OrderedDict[tuple[object, ...], PackedDfa | _Part] = OrderedDict()
+        self._seen: OrderedDict[tuple[bytes, int], None] = OrderedDict()  # string parts met
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, expr: Expr, max_states: int, rules: RuleSet = (),
+            digest: bytes | None = None) -> PackedDfa:
+        """The DFA of ``expr`` (``build_byte_dfa(expr, nonempty=True, ...)``), packed as the
+        tables take it (``tables._place``); ``digest`` is ``rules_digest(rules)`` where the
+        caller keeps it."""
+        if digest is None:
+            digest = rules_digest(rules)
+        key = ("terminal", fingerprint(expr) + digest, max_states)
+        packed = self._lookup(key)
+        if packed is None:
+            if not rules and _flattened(expr) and _counted(expr) is None and (
+                    self._worth_composing(expr, max_states)):
+                dfa = _finish(self._compose(expr, max_states), True, max_states)
+            else:
+                dfa = build_byte_dfa(expr, nonempty=True, max_states=max_states, rules=rules)
+            packed = PackedDfa.pack(dfa)
+            self._store(key, packed)
+        assert isinstance(packed, PackedDfa)
+        return packed
+
+    def _lookup(self, key: tuple[object, ...]) -> PackedDfa | _Part | None:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+            return hit
+
+    def _store(self, key: tuple[object, ...], value: PackedDfa | _Part) -> None:
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = value
+            self._bytes += value.nbytes
+            while self._bytes > self.max_bytes and len(self._items) > 1:
+                _, old = self._items.popitem(last=False)
+                self._bytes -= old.nbytes
+
+    def _part(self, expr: Expr, max_states: int) -> _Part:
+        key = ("part", fingerprint(expr), max_states)
+        part = self._lookup(key)
+        if part is None:
+            dfa = _literal_dfa(expr.text) if isinstance(expr, Literal) else None
+            part = _Part.of(dfa or build_byte_dfa(expr, max_states=max_states))
+            self._store(key, part)
+        assert isinstance(part, _Part)
+        return part
+
+    def _worth_composing(self, expr: Expr, max_states: int) -> bool:
+        """Whether ``COMPOSE`` lets ``expr`` be composed: under ``"reused"``, iff one of its
+        string parts was met before; the new ones are remembered as met, for the next
+        terminal. A terminal without string parts is cheap to build directly."""
+        if COMPOSE != "reused":
+            return COMPOSE == "always"
+        met: set[int] = set()
+        new: list[tuple[bytes, int]] = []
+        reused = False
+        stack = [expr]
+        while stack:
+            e = stack.pop()
+            if id(e) in met:
+                continue
+            met.add(id(e))
+            if _flattened(e):
+                stack.extend(children(e))
+            elif _opaque(e):
+                key = (fingerprint(e), max_states)
+                if ("part", *key) in self._items or key in self._seen:
+                    reused = True
+                else:
+                    new.append(key)
+        with self._lock:
+            for key in new:
+                self._seen[key] = None
+            while len(self._seen) > self.max_seen:
+                self._seen.popitem(last=False)
+        return reused
+
+    def _compose(self, expr: Expr, max_states: int) -> tuple[np.ndarray, np.ndarray]:
+        """The byte table (deterministic, not minimal) of ``expr`` from its parts' DFAs.
+
+        Thompson's construction over ``Seq``/``Choice``/``Repeat`` nodes: a fragment
+        ``start -> end`` adds no edge into ``start`` or out of ``end``, so siblings share them;
+        a part is a fresh copy of its DFA entered from ``start`` whose accepting states lead
+        to ``end``; a repeat is its copies in a chain (each optional one may leave to
+        ``end``), or a loop node for ``*``. Raises ``GrammarTooLargeError`` past
+        ``max_states`` NFA or DFA states."""
+        size = 2  # 0: start, 1: final
+        eps: list[int] = []
+        pieces: list[tuple[int, _Part]] = []
+
+        def new() -> int:
+            nonlocal size
+            size += 1
+            return size - 1
+
+        def spell(e: Expr, start: int, end: int) -> None:
+            nonlocal size
+            if not _flattened(e):
+                part = self._part(e, max_states)
+                pieces.append((size, part))
+                eps.extend((start, size))
+                eps.extend(x for f in part.finals for x in (size + f, end))
+                size += part.num_states
+                if size > max_states:
+                    raise GrammarTooLargeError("nfa_states", size, max_states)
+            elif isinstance(e, Choice):
+                for item in e.items:
+                    spell(item, start, end)
+            elif isinstance(e, Seq):
+                cur = start
+                for item in e.items[:-1]:
+                    nxt = new()
+                    spell(item, cur, nxt)
+                    cur = nxt
+                if e.items:
+                    spell(e.items[-1], cur, end)
+                else:
+                    eps.extend((start, end))
+            else:
+                assert isinstance(e, Repeat)
+                cur = start
+                for _ in range(e.min):
+                    nxt = new()
+                    spell(e.item, cur, nxt)
+                    cur = nxt
+                if e.max is None:
+                    loop = new()
+                    eps.extend((cur, loop, loop, end))
+                    spell(e.item, loop, loop)
+                    return
+                for _ in range(e.max - e.min):
+                    nxt = new()
+                    eps.extend((cur, end))
+                    spell(e.item, cur, nxt)
+                    cur = nxt
+                eps.extend((cur, end))
+
+        spell(expr, 0, 1)
+        pairs = np.array(eps, np.int64).reshape(-1, 2)
+        eps_ptr = np.zeros(size + 1, np.int64)
+        np.cumsum(np.bincount(pairs[:, 0], minlength=size), out=eps_ptr[1:])
+        eps_nbr = pairs[np.argsort(pairs[:, 0], kind="stable"), 1]
+        if pieces:  # pieces are appended in state order, each part's edges by source
+            src = np.concatenate([p.src + off for off, p in pieces])
+            lo = np.concatenate([p.lo for _, p in pieces])
+            hi = np.concatenate([p.hi for _, p in pieces])
+            tgt = np.concatenate([p.tgt + off for off, p in pieces])
+        else:
+            src = lo = hi = tgt = np.zeros(0, np.int64)
+        edge_ptr = np.zeros(size + 1, np.int64)
+        np.cumsum(np.bincount(src, minlength=size), out=edge_ptr[1:])
+        important = edge_ptr[1:] > edge_ptr[:-1]
+        important[1] = True
+        trans, accept = subsets(256, eps_ptr, eps_nbr, edge_ptr, lo, hi, tgt, important, 0, 1,
+                                max_states)
+        if not trans.shape[0]:
+            raise GrammarTooLargeError("dfa_states", max_states + 1, max_states)
+        return trans, accept
+
+
+DFA_CACHE = DfaCache()
+"""The process-wide cache ``tables.build_tables`` uses."""
+
+__all__ = ["COMPOSE", "DFA_CACHE", "DfaCache", "PackedDfa", "fingerprint", "rules_digest"]
