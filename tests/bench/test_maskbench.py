@@ -227,6 +227,8 @@ def test_summary_and_ratio_by_hand() -> None:
     r = ratio("p", peer, base)  # paired: a and b
     assert r.paired == 2
     assert (r.compile_mean, r.mask_mean, r.mask_p50) == pytest.approx((3.0, 2.0, 2.0))
+    # per schema, compile plus its masks: peer 2 ms + 4 us and 4 ms + 2 us, base 1 ms + 1 us twice
+    assert r.total_mean == pytest.approx((2.004 + 4.002) / 2 / 1.001)
 
 
 # -- resumability ---------------------------------------------------------------------------------
