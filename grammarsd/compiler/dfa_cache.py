@@ -35,7 +35,7 @@ import numpy as np
 
 from grammarsd.compiler.lexer import ByteDFA, RuleSet, _counted, _finish, build_byte_dfa
 from grammarsd.errors import GrammarTooLargeError
-from grammarsd.grammar._canonical import column_classes, subsets
+from grammarsd.grammar._canonical import column_classes, subset_construction
 from grammarsd.grammar.encodings import decoded_class
 from grammarsd.grammar.ir import (
     Capped,
@@ -318,7 +318,7 @@ class DfaCache:
         a part is a fresh copy of its DFA entered from ``start`` whose accepting states lead
         to ``end``; a repeat is its copies in a chain (each optional one may leave to
         ``end``), or a loop node for ``*``. Raises ``GrammarTooLargeError`` past
-        ``max_states`` NFA or DFA states."""
+        ``max_states`` NFA or DFA states or the subset construction's work bound."""
         size = 2  # 0: start, 1: final
         eps: list[int] = []
         pieces: list[tuple[int, _Part]] = []
@@ -386,11 +386,8 @@ class DfaCache:
         np.cumsum(np.bincount(src, minlength=size), out=edge_ptr[1:])
         important = edge_ptr[1:] > edge_ptr[:-1]
         important[1] = True
-        trans, accept = subsets(256, eps_ptr, eps_nbr, edge_ptr, lo, hi, tgt, important, 0, 1,
-                                max_states)
-        if not trans.shape[0]:
-            raise GrammarTooLargeError("dfa_states", max_states + 1, max_states)
-        return trans, accept
+        return subset_construction(256, eps_ptr, eps_nbr, edge_ptr, lo, hi, tgt, important, 0, 1,
+                                   max_states)
 
 
 DFA_CACHE = DfaCache()

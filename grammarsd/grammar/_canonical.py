@@ -1,7 +1,8 @@
 """The loops of DFA construction as numba kernels: ``canonical`` (all of
 ``automata.canonical_table`` in one call: column classes, trim, Hopcroft's partition refinement,
-quotient, breadth-first numbering), the subset construction and the product construction.
-``automata`` documents the contracts and builds the flat inputs; these functions run the loops.
+quotient, breadth-first numbering), the subset construction (``subset_construction``: the kernel
+with its bounds as errors) and the product construction. ``automata`` documents the contracts and
+builds the flat inputs; these functions run the loops.
 
 Partition data structures (``refine``; all ``int64`` arrays over states or blocks)::
 
@@ -22,6 +23,15 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from grammarsd.errors import GrammarTooLargeError
+
+SUBSET_WORK_LIMIT = 1 << 24
+"""Bound on one subset construction's work: NFA states its epsilon closures visit plus the edge
+events its row sweeps sort. Over all 4,691 MaskBench schemas the most any construction takes is
+~3.3M (a 5.9k-state pattern; a 27k-state terminal takes 0.7M); ``((a{1,20}){1,20}){1,20}`` takes
+~100M (14 s) for 8k states, each a set of thousands of NFA states, so the bound on states alone
+would let such a pattern run for minutes (now refused after ~1-3 s)."""
 
 
 @njit(cache=True, nogil=True)
@@ -387,12 +397,13 @@ def _grow(arr: np.ndarray, need: int) -> np.ndarray:  # pragma: no cover - compi
 @njit(cache=True, nogil=True)
 def _closure(seeds: np.ndarray, eps_ptr: np.ndarray, eps_nbr: np.ndarray,
              important: np.ndarray, mark: np.ndarray, gen: int,
-             stack: np.ndarray, found: np.ndarray) -> int:  # pragma: no cover - compiled
+             stack: np.ndarray, found: np.ndarray) -> tuple[int, int]:  # pragma: no cover
     """The important states of the epsilon closure of ``seeds``, sorted, into
-    ``found[:size]``; returns ``size``. ``mark`` holds the generation ``gen`` for every state
-    reached (a fresh ``gen`` per call, no clearing)."""
+    ``found[:size]``; returns ``size`` and the number of states visited. ``mark`` holds the
+    generation ``gen`` for every state reached (a fresh ``gen`` per call, no clearing)."""
     top = 0
     size = 0
+    visited = 0
     for s in seeds:
         if mark[s] != gen:
             mark[s] = gen
@@ -400,6 +411,7 @@ def _closure(seeds: np.ndarray, eps_ptr: np.ndarray, eps_nbr: np.ndarray,
             top += 1
     while top:
         top -= 1
+        visited += 1
         s = stack[top]
         if important[s]:
             found[size] = s
@@ -411,14 +423,14 @@ def _closure(seeds: np.ndarray, eps_ptr: np.ndarray, eps_nbr: np.ndarray,
                 stack[top] = t
                 top += 1
     found[:size].sort()
-    return size
+    return size, visited
 
 
 @njit(cache=True, nogil=True)
 def subsets(num_atoms: int, eps_ptr: np.ndarray, eps_nbr: np.ndarray, edge_ptr: np.ndarray,
             edge_lo: np.ndarray, edge_hi: np.ndarray, edge_tgt: np.ndarray,
-            important: np.ndarray, start: int, final: int,
-            max_states: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+            important: np.ndarray, start: int, final: int, max_states: int,
+            max_work: int) -> tuple[np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
     """Subset construction of a Thompson NFA over atoms (see ``automata._Nfa.determinize``).
 
     The NFA: epsilon successors ``eps_nbr[eps_ptr[q]:eps_ptr[q + 1]]``; character edges
@@ -427,8 +439,9 @@ def subsets(num_atoms: int, eps_ptr: np.ndarray, eps_nbr: np.ndarray, edge_ptr: 
     in ``elems[set_ptr[d]:set_ptr[d + 1]]`` and found again through an open-addressing hash
     table. States are numbered in order of discovery, each row swept in ascending atom order.
 
-    Returns ``(trans int32 [n, num_atoms], accept bool [n])``, or an empty ``trans`` when the
-    DFA would pass ``max_states`` states.
+    Returns ``(trans int32 [n, num_atoms], accept bool [n], work)``, with an empty ``trans``
+    when the DFA would pass ``max_states`` states or ``work`` (``SUBSET_WORK_LIMIT``) passes
+    ``max_work``.
     """
     n_nfa = important.shape[0]
     mark = np.zeros(n_nfa, np.int64)
@@ -448,6 +461,7 @@ def subsets(num_atoms: int, eps_ptr: np.ndarray, eps_nbr: np.ndarray, edge_ptr: 
     ev_tgt = np.empty(64, np.int64)
     ev_delta = np.empty(64, np.int64)
     seeds = np.full(1, start, np.int64)
+    work = 0
     d = -1  # the DFA state whose row is being swept (-1: the start closure)
     lo = hi = 0
     gen = 0
@@ -467,6 +481,7 @@ def subsets(num_atoms: int, eps_ptr: np.ndarray, eps_nbr: np.ndarray, edge_ptr: 
                     ev_delta[num_events + 1] = -1
                     num_events += 2
             order = np.argsort(ev_pos[:num_events], kind="mergesort")
+            work += num_events
         else:
             num_events = 0
             order = np.empty(0, np.int64)
@@ -496,7 +511,10 @@ def subsets(num_atoms: int, eps_ptr: np.ndarray, eps_nbr: np.ndarray, edge_ptr: 
                 hi = ev_pos[order[cut]]
                 seeds = active[:num_active]
             gen += 1
-            size = _closure(seeds, eps_ptr, eps_nbr, important, mark, gen, stack, found)
+            size, visited = _closure(seeds, eps_ptr, eps_nbr, important, mark, gen, stack, found)
+            work += visited
+            if work > max_work:
+                return np.empty((0, num_atoms), np.int32), np.empty(0, np.bool_), work
             members = found[:size]
             h = np.int64(size)
             for m in members:
@@ -518,7 +536,7 @@ def subsets(num_atoms: int, eps_ptr: np.ndarray, eps_nbr: np.ndarray, edge_ptr: 
                 i = (i + 1) & (cap - 1)
             if sid < 0:
                 if num_sets >= max_states:
-                    return np.empty((0, num_atoms), np.int32), np.empty(0, np.bool_)
+                    return np.empty((0, num_atoms), np.int32), np.empty(0, np.bool_), work
                 sid = num_sets
                 num_sets += 1
                 set_ptr = _grow(set_ptr, num_sets + 1)
@@ -549,7 +567,32 @@ def subsets(num_atoms: int, eps_ptr: np.ndarray, eps_nbr: np.ndarray, edge_ptr: 
         for k in range(set_ptr[c], set_ptr[c + 1]):
             if elems[k] == final:
                 accept[c] = True
-    return rows[:num_sets].copy(), accept
+    return rows[:num_sets].copy(), accept, work
+
+
+def subset_construction(num_atoms: int, eps_ptr: np.ndarray, eps_nbr: np.ndarray,
+                        edge_ptr: np.ndarray, edge_lo: np.ndarray, edge_hi: np.ndarray,
+                        edge_tgt: np.ndarray, important: np.ndarray, start: int, final: int,
+                        max_states: int) -> tuple[np.ndarray, np.ndarray]:
+    """``subsets`` (same arguments) with its bounds as errors.
+
+    Raises
+    ------
+    GrammarTooLargeError
+        ``"dfa_states"`` past ``max_states`` states, ``"subset_work"`` past
+        ``SUBSET_WORK_LIMIT``.
+    """
+    trans, accept, work = subsets(num_atoms, eps_ptr, eps_nbr, edge_ptr, edge_lo, edge_hi,
+                                  edge_tgt, important, start, final, max_states,
+                                  SUBSET_WORK_LIMIT)
+    if work > SUBSET_WORK_LIMIT:
+        raise GrammarTooLargeError(
+            "subset_work", work, SUBSET_WORK_LIMIT,
+            hint="its states are large sets of NFA states, as nested counted repeats such as "
+                 "((a{1,20}){1,20}){1,20} make them; spell the repetition with one count")
+    if not trans.shape[0]:
+        raise GrammarTooLargeError("dfa_states", max_states + 1, max_states)
+    return trans, accept
 
 
 @njit(cache=True, nogil=True)

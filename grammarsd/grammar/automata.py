@@ -46,7 +46,7 @@ from typing import Literal as TypingLiteral
 import numpy as np
 
 from grammarsd.errors import GrammarError, GrammarTooLargeError
-from grammarsd.grammar._canonical import canonical, product, subsets
+from grammarsd.grammar._canonical import canonical, product, subset_construction
 from grammarsd.grammar.ir import (
     EMPTY,
     MAX_CODE_POINT,
@@ -645,7 +645,8 @@ class _Nfa:
         """Subset construction over atoms; returns (trans int32 [n, A], accept bool [n]).
 
         DFA states are the sets of *important* NFA states (with character edges, or
-        ``final``) of epsilon closures; the construction runs in ``_canonical.subsets``."""
+        ``final``) of epsilon closures; the construction runs in ``_canonical.subsets``, whose
+        bounds raise ``GrammarTooLargeError`` (``_canonical.subset_construction``)."""
         n = self.size
         eps = np.concatenate([np.array(self.eps, np.int64).reshape(-1, 2), *self.eps_blocks])
         eps_ptr = np.zeros(n + 1, np.int64)
@@ -658,14 +659,11 @@ class _Nfa:
         important = edge_ptr[1:] > edge_ptr[:-1]
         important[final] = True
         by_source = edges[np.argsort(edges[:, 0], kind="stable")].T  # each state's in order
-        trans, accept = subsets(len(self.bounds), eps_ptr, eps_nbr, edge_ptr,
-                                np.ascontiguousarray(by_source[1]),
-                                np.ascontiguousarray(by_source[2]),
-                                np.ascontiguousarray(by_source[3]), important, start, final,
-                                max_states)
-        if not trans.shape[0]:
-            raise GrammarTooLargeError("dfa_states", max_states + 1, max_states)
-        return trans, accept
+        return subset_construction(len(self.bounds), eps_ptr, eps_nbr, edge_ptr,
+                                   np.ascontiguousarray(by_source[1]),
+                                   np.ascontiguousarray(by_source[2]),
+                                   np.ascontiguousarray(by_source[3]), important, start, final,
+                                   max_states)
 
 
 # --------------------------------------------------------------------------- products

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grammarsd.errors import GrammarError, GrammarTooLargeError
+from grammarsd.grammar import _canonical
 from grammarsd.grammar.automata import CharDFA, _atom_bounds, _Nfa
 from grammarsd.grammar.ir import (
     ANY_CHAR,
@@ -335,6 +336,19 @@ def test_limits_raise_typed_errors() -> None:
     with pytest.raises(GrammarTooLargeError) as info:
         dfa.to_expr(max_size=50)
     assert info.value.limit == "regex_size"
+
+
+def test_subset_construction_is_bounded_in_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a{1,1000} spelled as nested counts: few DFA states, each a set of hundreds of NFA states
+    # (~1.6M units of work, where the bound on states alone would not stop it)
+    nested = repeat(repeat(repeat(lit("a"), 1, 10), 1, 10), 1, 10)
+    monkeypatch.setattr(_canonical, "SUBSET_WORK_LIMIT", 1 << 20)
+    with pytest.raises(GrammarTooLargeError) as info:
+        CharDFA.from_expr(nested)
+    assert info.value.limit == "subset_work" and info.value.value > info.value.maximum == 1 << 20
+    monkeypatch.setattr(_canonical, "SUBSET_WORK_LIMIT", 1 << 22)  # room for it: the same DFA
+    dfa = CharDFA.from_expr(nested)
+    assert [n for n in (0, 1, 999, 1000, 1001) if dfa.matches("a" * n)] == [1, 999, 1000]
 
 
 def test_rule_references_are_rejected() -> None:

@@ -29,6 +29,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grammarsd.errors import SchemaUnsupportedError
+from grammarsd.grammar import _canonical
 from grammarsd.grammar.json_schema import JsonSchemaOptions, schema_to_grammar
 from grammarsd.matcher.reference import ReferenceRecognizer
 
@@ -155,6 +156,16 @@ def test_huge_divisor_is_refused_with_its_pointer() -> None:
         schema_to_grammar({"multipleOf": 999, "minimum": 5},
                           options=JsonSchemaOptions(max_number_states=100))
     assert small.value.keyword == "multipleOf" and small.value.pointer == "/multipleOf"
+
+
+def test_pattern_too_costly_to_determinise_is_refused_with_its_pointer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_canonical, "SUBSET_WORK_LIMIT", 1 << 20)  # ~1.6M needed: see automata
+    with pytest.raises(SchemaUnsupportedError) as exc:
+        schema_to_grammar({"properties": {"a": {"pattern": "^((a{1,10}){1,10}){1,10}$"}}})
+    assert exc.value.keyword == "pattern" and exc.value.pointer == "/properties/a/pattern"
+    assert "subset_work" in str(exc.value)
 
 
 # --------------------------------------------------------------------------- format complements
