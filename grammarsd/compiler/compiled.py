@@ -298,6 +298,7 @@ def compile_json_schema(
     """
     from grammarsd.grammar.json_schema import (
         JsonSchemaOptions,
+        recursion_refused,
         resolve_schema,
         schema_to_grammar,
         whitespace_gaps,
@@ -305,7 +306,9 @@ def compile_json_schema(
 
     opts = JsonSchemaOptions.from_dict(options)
     info = _as_tokenizer_info(tokenizer)
-    resolved = resolve_schema(schema)
+    with recursion_refused():  # resolving and the cache key walk the schema recursively
+        resolved = resolve_schema(schema)
+        key = ("json", json.dumps(resolved, sort_keys=True), opts, limits, info.fingerprint)
 
     def build() -> CompiledGrammar:
         grammar = schema_to_grammar(resolved, options=opts, registry=registry)
@@ -314,7 +317,6 @@ def compile_json_schema(
 
     if registry is not None:  # a registry is not hashable content: never cache
         return build()
-    key = ("json", json.dumps(resolved, sort_keys=True), opts, limits, info.fingerprint)
     return _cached(cache, key, build)
 
 

@@ -1,9 +1,13 @@
-"""Deeply nested expressions: helper nonterminals are named without the recursive ``str(expr)``
-(a RecursionError on two MaskBench schemas), and nesting past what the recursive compiler can walk
-is a typed ``GrammarTooLargeError``, never a RecursionError."""
+"""Deeply nested expressions and schemas: helper nonterminals are named without the recursive
+``str(expr)`` (a RecursionError on two MaskBench schemas), and nesting past what the recursive
+compiler can walk is a typed ``GrammarTooLargeError``, never a RecursionError."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+import jsonschema
 import pytest
 
 import grammarsd as gs
@@ -39,3 +43,31 @@ def test_nesting_past_the_compilers_reach_is_a_typed_error(llama3_info: Tokenize
     with pytest.raises(GrammarTooLargeError, match="expression_depth reached 1201") as err:
         gs.compile_ir(_nested(600), llama3_info, cache=False)
     assert err.value.limit == "expression_depth"
+
+
+def _nested_arrays(depth: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "integer"}
+    for _ in range(depth):
+        schema = {"type": "array", "items": schema}
+    return schema
+
+
+def test_deep_schemas_compile_until_a_typed_error(llama3_info: TokenizerInfo) -> None:
+    # 50 levels compile exactly (jsonschema judges the instances) ...
+    schema = _nested_arrays(50)
+    compiled = gs.compile_json_schema(schema, llama3_info, cache=False)
+    judge = jsonschema.Draft202012Validator(schema)
+    for depth, inner in ((50, "1"), (49, "1"), (50, "[1]"), (50, "[]")):
+        text = "[" * depth + inner + "]" * depth
+        m = compiled.matcher()
+        assert (m.accept_string(text) and m.is_accepting()) == judge.is_valid(json.loads(text))
+    # ... and nesting, or a chain of $ref, past what the recursive checks, the lowering and the
+    # cache key (json.dumps) can walk is refused with a typed error
+    chain: dict[str, Any] = {
+        f"d{i}": {"type": "array", "items": {"$ref": f"#/$defs/d{i + 1}"}} for i in range(300)
+    }
+    chain["d300"] = {"type": "integer"}
+    for deep in (_nested_arrays(300), _nested_arrays(1500), {"$ref": "#/$defs/d0", "$defs": chain}):
+        with pytest.raises(GrammarTooLargeError) as err:
+            gs.compile_json_schema(deep, llama3_info, cache=False)
+        assert err.value.limit == "schema_recursion"

@@ -15,11 +15,14 @@ coverage table judged by the JSON Schema Test Suite.
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import referencing
 
-from grammarsd.errors import InvalidSchemaError, SchemaUnsupportedError
+from grammarsd.errors import GrammarTooLargeError, InvalidSchemaError, SchemaUnsupportedError
 from grammarsd.grammar.ir import Grammar
 from grammarsd.grammar.json_schema.compiler import DRAFTS, Draft, _Lowering, whitespace_gaps
 from grammarsd.grammar.json_schema.metaschema import check_schema
@@ -96,8 +99,31 @@ def schema_to_grammar(
     ------
     InvalidSchemaError : not valid against its draft's metaschema.
     SchemaUnsupportedError : a keyword that cannot be enforced exactly (keyword, pointer).
+    GrammarTooLargeError : ``"schema_recursion"`` (``recursion_refused``).
     """
-    value = resolve_schema(schema)
+    with recursion_refused():
+        value = resolve_schema(schema)
+        return _checked_grammar(value, options, registry)
+
+
+@contextmanager
+def recursion_refused() -> Iterator[None]:
+    """Turn a ``RecursionError`` into ``GrammarTooLargeError("schema_recursion")``: subschemas
+    nested, or chained through ``$ref``, past what the recursive checks and lowering can walk
+    (~190 levels at Python's default recursion limit)."""
+    try:
+        yield
+    except RecursionError:
+        limit = sys.getrecursionlimit()
+        raise GrammarTooLargeError(
+            "schema_recursion", limit, limit,
+            hint="subschemas nest (or chain through $ref) too deep to walk; flatten the schema "
+                 "or raise sys.setrecursionlimit") from None
+
+
+def _checked_grammar(value: Any, options: JsonSchemaOptions,
+                     registry: referencing.Registry[Any] | None) -> Grammar:
+    """``schema_to_grammar`` of a resolved schema: the metaschema check, then the lowering."""
     draft = draft_of(value, options.default_draft)
     # No format checker here: "regex" would judge ECMA patterns with Python's re; patterns are
     # compiled (or refused) by the ECMA parser when they are lowered.
@@ -110,5 +136,6 @@ def schema_to_grammar(
     return _Lowering(value, draft, options, base).grammar()
 
 
-__all__ = ["JsonSchemaOptions", "draft_of", "resolve_schema", "schema_to_grammar",
-           "whitespace_gaps"]
+
+__all__ = ["JsonSchemaOptions", "draft_of", "recursion_refused", "resolve_schema",
+           "schema_to_grammar", "whitespace_gaps"]
