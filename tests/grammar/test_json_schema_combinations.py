@@ -165,3 +165,17 @@ def test_finite_branch_values_are_excluded_from_overlapping_branches(
         schema: dict[str, Any]) -> None:
     # once accepted 1 (valid against both branches, so invalid against oneOf)
     assert_exact(schema, [*range(-3, 10), "x", "y", True])
+
+
+def test_enum_values_are_checked_against_everything_beside_the_enum() -> None:
+    # The listed values skip the re-check of their own enum (they are its members by
+    # construction); every other keyword beside it, a nested enum and a $ref'd const still
+    # filter them.
+    values = [f"v{i}" for i in range(40)] + ["long-value", 1, 2.5, None, [1], {"a": 1}]
+    schema = {
+        "$defs": {"ten": {"not": {"const": "v10"}}},
+        "enum": values,
+        "maxLength": 3,
+        "allOf": [{"enum": values[::2] + [1, None, "v7"]}, {"$ref": "#/$defs/ten"}],
+    }
+    assert_exact(schema, [*values, "v41", "v", 3])
