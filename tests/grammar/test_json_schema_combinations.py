@@ -179,3 +179,27 @@ def test_enum_values_are_checked_against_everything_beside_the_enum() -> None:
         "allOf": [{"enum": values[::2] + [1, None, "v7"]}, {"$ref": "#/$defs/ten"}],
     }
     assert_exact(schema, [*values, "v41", "v", 3])
+
+
+def _tools(n: int) -> list[dict[str, Any]]:
+    return [{"type": "object", "required": ["name", "args"],
+             "properties": {"name": {"const": f"tool_{i}"},
+                            "args": {"type": "object", "required": ["x"],
+                                     "properties": {"x": {"type": "integer"}}}}}
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("keyword", ["anyOf", "oneOf"])
+def test_a_wide_union_compiles_and_past_the_limit_names_its_keyword(keyword: str) -> None:
+    # a union is as many alternatives as branches: 200 tools fit the default limit, exactly
+    schema = {keyword: _tools(200)}
+    rec = ReferenceRecognizer(schema_to_grammar(schema))
+    judge = jsonschema.Draft202012Validator(schema)
+    for name in ("tool_0", "tool_199", "tool_200", "tool_"):
+        for args in ({"x": 1}, {"x": "1"}, {}):
+            x = {"name": name, "args": args}
+            assert rec.accepts(json.dumps(x)) == judge.is_valid(x), x
+    # past it, the refusal names the union (not the allOf its product is taken as) and where
+    with pytest.raises(SchemaUnsupportedError) as info:
+        schema_to_grammar({"properties": {"call": {keyword: _tools(300)}}})
+    assert info.value.keyword == keyword and info.value.pointer == f"/properties/call/{keyword}"

@@ -211,6 +211,7 @@ _REGEX_NUMBER_STATES = 48
 # Private keywords of synthetic schemas (NUL-prefixed: no user schema can collide).
 _TYPES_KW = "\x00types"  # the internal type set, e.g. ["frac"]
 _EXCLUDED_KW = "\x00excluded"  # values removed
+_PRUNE_PAST = 64  # products past this many alternatives drop the provably empty ones (``_empty``)
 _LO_KW, _HI_KW = "\x00lo", "\x00hi"  # (Decimal bound, strict)
 _NOT_PATTERN_KW = "\x00notPattern"  # strings the pattern does not match
 _NOT_FORMAT_KW = "\x00notFormat"  # strings not of the (enforced) format
@@ -429,15 +430,22 @@ class _Lowering:
 
     # ------------------------------------------------------------------ expansion
 
-    def _product(self, factors: list[list[_Alt]], pointer: str, keyword: str) -> list[_Alt]:
-        """The DNF of a conjunction of DNFs. Past ``max_alternatives``, provably empty
-        alternatives are dropped (``_empty``); if still past it, refused."""
+    def _product(self, factors: list[list[_Alt]], pointer: str, keyword: str,
+                 names: list[str] | None = None) -> list[_Alt]:
+        """The DNF of a conjunction of DNFs. Past ``_PRUNE_PAST`` (or ``max_alternatives``),
+        provably empty alternatives are dropped (``_empty``); if still past ``max_alternatives``,
+        refused, naming ``keyword``
+        at ``pointer``, or with ``names`` (one per factor: the keyword it comes from) the
+        factor that took it past, at ``pointer/name``."""
         out: list[_Alt] = [()]
-        for factor in factors:
+        prune_past = min(self.options.max_alternatives, _PRUNE_PAST)
+        for i, factor in enumerate(factors):
             out = [_conjoin(a, b) for a in out for b in factor]
-            if len(out) > self.options.max_alternatives:
+            if len(out) > prune_past:
                 out = [alt for alt in out if not self._empty(alt)]
             if len(out) > self.options.max_alternatives:
+                if names is not None:
+                    keyword, pointer = names[i], f"{pointer}/{names[i]}"
                 raise self.refuse(keyword, pointer, "too many combinations of alternatives "
                                   f"(> {self.options.max_alternatives})")
         return out
@@ -466,19 +474,24 @@ class _Lowering:
         if "$ref" in s and self.draft.year <= 7:
             return self._expand(self.deref(node), stack)
         factors: list[list[_Alt]] = [[(node,)]]
+        names = [""]  # per factor, the keyword it comes from (the node's own: never past)
         for kw in ("$dynamicRef", "$recursiveRef"):
             if kw in s and kw in vocab:
                 raise self.refuse(kw, node.pointer + "/" + kw, "dynamic scope is not supported")
         if "$ref" in s:
             factors.append(self._expand(self.deref(node), stack))
+            names.append("$ref")
         if "allOf" in s:
             factors += [self._expand(self.child(node, "allOf", i), stack)
                         for i in range(len(s["allOf"]))]
+            names += ["allOf"] * len(s["allOf"])
         if "anyOf" in s:
             factors.append([a for i in range(len(s["anyOf"]))
                             for a in self._expand(self.child(node, "anyOf", i), stack)])
+            names.append("anyOf")
         if "oneOf" in s:
             factors.append(self._one_of(node, stack))
+            names.append("oneOf")
         if "not" in s:
             inner = self.child(node, "not")
             own = set(inner.schema) & vocab if isinstance(inner.schema, dict) else set()
@@ -488,6 +501,7 @@ class _Lowering:
                 factors.append(self._not_one_of(inner, stack))
             else:
                 factors.append(self._negate(self._expand(inner, stack), "not"))
+            names.append("not")
         if "if" in s and "if" in vocab and ("then" in s or "else" in s):
             cond = self._expand(self.child(node, "if"), stack)
             then: list[_Alt] = (self._expand(self.child(node, "then"), stack) if "then" in s
@@ -497,6 +511,7 @@ class _Lowering:
             factors.append(self._product([cond, then], node.pointer, "then")
                            + self._product([self._negate(cond, "if"), other], node.pointer,
                                            "else"))
+            names.append("if")
         dependent = []
         if "dependentSchemas" in s and "dependentSchemas" in vocab:
             dependent = [(k, ("dependentSchemas", k)) for k in s["dependentSchemas"]]
@@ -510,7 +525,8 @@ class _Lowering:
             sub = self._expand(self.child(node, *path), stack)
             factors.append([(absent,)] + self._product([[(present,)], sub], node.pointer,
                                                        path[0]))
-        return self._product(factors, node.pointer, "allOf")
+            names.append(path[0])
+        return self._product(factors, node.pointer, "allOf", names)
 
     def _one_of(self, node: _Node, stack: tuple[int, ...]) -> list[_Alt]:
         """``oneOf``: ``U_i U_{a in B_i} (a & not B_j for j != i)``, complements pushed down (or

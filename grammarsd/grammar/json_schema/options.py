@@ -53,7 +53,7 @@ class JsonSchemaOptions:
     indent: int | None = None
     any_order: PropertyOrder = False
     max_depth: int = 12
-    max_alternatives: int = 64
+    max_alternatives: int = 256
     max_object_states: int = 2048
     max_number_states: int = 4096
     max_length_product: int = 256
