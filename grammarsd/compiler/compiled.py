@@ -308,14 +308,16 @@ def compile_json_schema(
     info = _as_tokenizer_info(tokenizer)
     with recursion_refused():  # resolving and the cache key walk the schema recursively
         resolved = resolve_schema(schema)
-        key = ("json", json.dumps(resolved, sort_keys=True), opts, limits, info.fingerprint)
+        # a registry is not hashable content: never cached
+        key = None if registry is not None else (
+            "json", json.dumps(resolved, sort_keys=True), opts, limits, info.fingerprint)
 
     def build() -> CompiledGrammar:
         grammar = schema_to_grammar(resolved, options=opts, registry=registry)
         return compile_ir(grammar, info, limits=limits, cache=False,
                           whitespace=whitespace_gaps(opts))
 
-    if registry is not None:  # a registry is not hashable content: never cache
+    if key is None:
         return build()
     return _cached(cache, key, build)
 

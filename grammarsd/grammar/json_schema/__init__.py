@@ -103,7 +103,16 @@ def schema_to_grammar(
     """
     with recursion_refused():
         value = resolve_schema(schema)
-        return _checked_grammar(value, options, registry)
+        draft = draft_of(value, options.default_draft)
+        # No format checker here: "regex" would judge ECMA patterns with Python's re; patterns
+        # are compiled (or refused) by the ECMA parser when they are lowered.
+        error = check_schema(value, draft.validator)
+        if error is not None:
+            pointer = "".join(f"/{p}" for p in error.absolute_path)
+            raise InvalidSchemaError(f"invalid {draft.name} schema: {error.message}",
+                                     pointer=pointer)
+        base = registry if registry is not None else referencing.Registry()
+        return _Lowering(value, draft, options, base).grammar()
 
 
 @contextmanager
@@ -119,22 +128,6 @@ def recursion_refused() -> Iterator[None]:
             "schema_recursion", limit, limit,
             hint="subschemas nest (or chain through $ref) too deep to walk; flatten the schema "
                  "or raise sys.setrecursionlimit") from None
-
-
-def _checked_grammar(value: Any, options: JsonSchemaOptions,
-                     registry: referencing.Registry[Any] | None) -> Grammar:
-    """``schema_to_grammar`` of a resolved schema: the metaschema check, then the lowering."""
-    draft = draft_of(value, options.default_draft)
-    # No format checker here: "regex" would judge ECMA patterns with Python's re; patterns are
-    # compiled (or refused) by the ECMA parser when they are lowered.
-    error = check_schema(value, draft.validator)
-    if error is not None:
-        pointer = "".join(f"/{p}" for p in error.absolute_path)
-        raise InvalidSchemaError(f"invalid {draft.name} schema: {error.message}",
-                                 pointer=pointer)
-    base = registry if registry is not None else referencing.Registry()
-    return _Lowering(value, draft, options, base).grammar()
-
 
 
 __all__ = ["JsonSchemaOptions", "draft_of", "recursion_refused", "resolve_schema",
