@@ -208,10 +208,10 @@ _CAP_MIN_LENGTH = 32
 # Number automata (residues) are strongly connected: state elimination beyond this many states
 # only spends time before hitting the bounds above.
 _REGEX_NUMBER_STATES = 48
+_PRUNE_PAST = 64  # products past this many alternatives drop the provably empty ones (``_empty``)
 # Private keywords of synthetic schemas (NUL-prefixed: no user schema can collide).
 _TYPES_KW = "\x00types"  # the internal type set, e.g. ["frac"]
 _EXCLUDED_KW = "\x00excluded"  # values removed
-_PRUNE_PAST = 64  # products past this many alternatives drop the provably empty ones (``_empty``)
 _LO_KW, _HI_KW = "\x00lo", "\x00hi"  # (Decimal bound, strict)
 _NOT_PATTERN_KW = "\x00notPattern"  # strings the pattern does not match
 _NOT_FORMAT_KW = "\x00notFormat"  # strings not of the (enforced) format
@@ -434,9 +434,8 @@ class _Lowering:
                  names: list[str] | None = None) -> list[_Alt]:
         """The DNF of a conjunction of DNFs. Past ``_PRUNE_PAST`` (or ``max_alternatives``),
         provably empty alternatives are dropped (``_empty``); if still past ``max_alternatives``,
-        refused, naming ``keyword``
-        at ``pointer``, or with ``names`` (one per factor: the keyword it comes from) the
-        factor that took it past, at ``pointer/name``."""
+        refused, naming ``keyword`` at ``pointer``, or with ``names`` (one per factor: the
+        keyword it comes from) the factor that took it past, at ``pointer/name``."""
         out: list[_Alt] = [()]
         prune_past = min(self.options.max_alternatives, _PRUNE_PAST)
         for i, factor in enumerate(factors):
