@@ -545,8 +545,7 @@ class _Lowering:
                 listed = self._merge((node, *alt)).values
                 if listed is not None:
                     finite.add(id(alt))
-                    values[i] += [v for v in listed
-                                  if self.is_valid(v, (self.child(node, "oneOf", i),))]
+                    values[i] += self.listed(listed, (self.child(node, "oneOf", i),))
         out: list[_Alt] = []
         for i, branch in enumerate(branches):
             for a in branch:
