@@ -203,3 +203,18 @@ def test_a_wide_union_compiles_and_past_the_limit_names_its_keyword(keyword: str
     with pytest.raises(SchemaUnsupportedError) as info:
         schema_to_grammar({"properties": {"call": {keyword: _tools(300)}}})
     assert info.value.keyword == keyword and info.value.pointer == f"/properties/call/{keyword}"
+
+
+def test_one_of_negates_exactly_the_branches_its_signatures_cannot_separate() -> None:
+    # tools told apart by their ``name`` const (the pairwise shortcut), beside branches it must
+    # not separate from them: a name enum overlapping tool_3, and a name of any string
+    schema = {"oneOf": [
+        *_tools(6),
+        {"type": "object", "required": ["name"],
+         "properties": {"name": {"enum": ["tool_3", "other"]}}},
+        {"required": ["name"], "properties": {"name": {"type": "string"}}},
+    ]}
+    instances = [{"name": name, "args": args}
+                 for name in ("tool_3", "tool_5", "other", "zzz")
+                 for args in ({"x": 1}, {"x": "1"})]
+    assert_exact(schema, [*instances, {"name": "other"}, {"name": 5}, {}, "s"])

@@ -98,7 +98,7 @@ from grammarsd.grammar.ir import (
 )
 from grammarsd.grammar.json_schema import numbers as num
 from grammarsd.grammar.json_schema.arrays import _CountingArray
-from grammarsd.grammar.json_schema.emptiness import _Emptiness
+from grammarsd.grammar.json_schema.emptiness import Signature, _Emptiness, disjoint
 from grammarsd.grammar.json_schema.formats import (
     KNOWN_FORMATS,
     SUBSET_FORMATS,
@@ -449,6 +449,17 @@ class _Lowering:
                                   f"(> {self.options.max_alternatives})")
         return out
 
+    def _signature(self, alt: _Alt) -> Signature | None:
+        """The ``emptiness.Signature`` of the conjunction ``alt`` (None: not merged here)."""
+        try:
+            return self.emptiness.signature(self._merge(alt))
+        except SchemaUnsupportedError:  # raised again if the alternative is ever emitted
+            return None
+
+    @staticmethod
+    def _disjoint(a: Signature | None, b: Signature | None) -> bool:
+        return a is not None and b is not None and disjoint(a, b)
+
     def _empty(self, alt: _Alt) -> bool:
         """Whether the conjunction ``alt`` provably has no instance (``emptiness``)."""
         if any(node.schema is False for node in alt):
@@ -531,7 +542,8 @@ class _Lowering:
         """``oneOf``: ``U_i U_{a in B_i} (a & not B_j for j != i)``, complements pushed down (or
         refused). Only alternatives ``b`` of ``B_j`` that may overlap ``a`` are negated: for
         the others (``_empty(node & a & b)``) ``a`` implies ``not b``, so a discriminated
-        union is a plain union. A finite alternative ``a`` needs no complement (its values are
+        union is a plain union. Pairs their signatures already separate (``emptiness.disjoint``:
+        a tool union's ``name`` consts) skip that merge: n tools take n merges, not n^2. A finite alternative ``a`` needs no complement (its values are
         checked against the whole schema by ``jsonschema`` when emitted); a finite ``b`` is
         negated by excluding the values of ``B_j``'s finite alternatives that satisfy
         ``B_j``."""
@@ -546,6 +558,8 @@ class _Lowering:
                 if listed is not None:
                     finite.add(id(alt))
                     values[i] += self.listed(listed, (self.child(node, "oneOf", i),))
+        signatures = {id(alt): self._signature((node, *alt))
+                      for branch in branches for alt in branch if id(alt) not in finite}
         out: list[_Alt] = []
         for i, branch in enumerate(branches):
             for a in branch:
@@ -554,8 +568,10 @@ class _Lowering:
                     continue
                 factors = [[a]]
                 types = self._merge((node, *a)).types
+                mine = signatures[id(a)]
                 for j in range(count):
                     others = [b for b in branches[j] if j != i and id(b) not in finite
+                              and not self._disjoint(mine, signatures[id(b)])
                               and not self._empty(_conjoin((node, *a), b))]
                     if others:
                         factors.append(self._negate(others, "oneOf"))

@@ -10,9 +10,10 @@ every value schema with ``jsonschema``, as the lowering checks ``enum`` values.
 
 "Yes" is a proof; "no" means "not shown". The lowering uses it to drop alternatives of a
 product (``_Lowering._product``), to treat ``oneOf`` branches as disjoint, and to negate only
-the branches that may overlap a given alternative (``_Lowering._one_of``). Any refusal met
-while looking (an unsupported pattern, an unresolvable ``$ref``) means "not shown": the
-refusal is raised where the lowering itself needs that schema.
+the branches that may overlap a given alternative (``_Lowering._one_of``, which first compares
+each pair's ``Signature``: ``disjoint``). Any refusal met while looking (an unsupported pattern,
+an unresolvable ``$ref``) means "not shown": the refusal is raised where the lowering itself
+needs that schema.
 """
 
 from __future__ import annotations
@@ -76,6 +77,26 @@ _ANYTHING = _Outline(_TYPES)
 _NOTHING = _Outline(frozenset())
 
 
+@dataclass(frozen=True)
+class Signature:
+    """What ``disjoint`` compares of one merged alternative: a superset of its types and, per
+    required key, a finite superset of the values every object instance has there (only keys
+    where one is known)."""
+
+    types: frozenset[str]
+    keys: dict[str, frozenset[Any]]
+
+
+def disjoint(a: Signature, b: Signature) -> bool:
+    """Whether two alternatives provably share no instance: no common type, or objects only
+    and a key both require with no common value (a ``name: {const: ...}`` tool union). Cheap
+    enough to try on every pair of a ``oneOf``'s alternatives before merging the pair."""
+    shared = a.types & b.types
+    if shared != {"object"}:
+        return not shared
+    return any(key in b.keys and not values & b.keys[key] for key, values in a.keys.items())
+
+
 class _Emptiness:
     """Sound emptiness checks for one compilation (outlines memoised by schema identity)."""
 
@@ -102,6 +123,21 @@ class _Emptiness:
         if "object" in types and self._no_object(m):
             types.discard("object")
         return not types
+
+    def signature(self, m: _Merged) -> Signature:
+        """``m``'s ``Signature`` (the outlines of its required keys, as ``_no_object`` meets
+        them, without the ``jsonschema`` check of their values: a superset)."""
+        keys: dict[str, frozenset[Any]] = {}
+        for key in m.required:
+            nodes = self._key_nodes(m, key)
+            if not nodes:
+                continue
+            outline = _ANYTHING
+            for node in nodes:
+                outline = outline.meet(self.outline(node))
+            if outline.values is not None:
+                keys[key] = frozenset(_value_key(v) for v in outline.values)
+        return Signature(frozenset(m.types), keys)
 
     def _no_object(self, m: _Merged) -> bool:
         if m.max_props is not None and (m.max_props < max(m.min_props, len(m.required))):
