@@ -21,15 +21,16 @@ deterministic by construction; it is then trimmed, minimised and numbered breadt
 JSON strings. An expression may hold sub-expressions that ``grammar.encodings`` recognises as
 "every JSON spelling of one character from class C" (raw, short escapes, ``\\uXXXX``,
 surrogate pairs). ``build_byte_dfa`` then determinises over decoded characters only (each such
-sub-expression is one *tagged* symbol, ``automata.tagged_table``) and spells tagged symbols
-here, with hash-consed escape states (after ``\\``, ``d`` hex digits left, a surrogate pair's
+sub-expression is one *tagged* symbol, ``automata.tagged_table``, whose unescaped spellings are
+read as plain characters, so they meet the plain characters around them in one state) and
+spells the tagged symbols' escapes here, with hash-consed escape states (after ``\\``, ``d`` hex digits left, a surrogate pair's
 low half to come) keyed like the UTF-8 ones. Escape states depend only on the *shape* of a
 character map (its targets renamed in order of appearance), and a few hundred shapes serve
 every string of every schema, so each shape is built once per process (``_escape_shape``) and
 copied with the table's targets filled in. A JSON string with a length bound or a pattern
 thus costs a few byte states per decoded-character state instead of a subset construction
-over every escape spelling. Where a plain spelling would collide with an encoded one (same
-bytes, different targets), it falls back to expanding the encodings as IR.
+over every escape spelling. Where a plain backslash meets an escape (a literal ``\\`` beside
+an encoded character), it falls back to expanding the encodings as IR.
 
 Counted repeats. ``x{m,n}`` of a prefix code ``x`` (one JSON or UTF-8 character) is ``n``
 copies of ``x``'s small DFA chained end to start (``_tiled``), already minimal, instead of a
@@ -82,11 +83,12 @@ from grammarsd.grammar.automata import (
     canonical_table,
     tagged_table,
 )
-from grammarsd.grammar.encodings import SHORT_ESCAPES, decoded_class
+from grammarsd.grammar.encodings import RAW_OK, SHORT_ESCAPES, decoded_class
 from grammarsd.grammar.ir import (
     MAX_CODE_POINT,
     SURROGATES,
     Capped,
+    CharClass,
     Choice,
     Expr,
     Ref,
@@ -199,12 +201,13 @@ def build_byte_dfa(
         if tiled is not None:
             return tiled
     if _has_json_char(expr):
-        bounds, trans, accept = tagged_table(expr, decoded_class, max_states=max_states)
+        bounds, trans, accept = tagged_table(expr, decoded_class, raw=RAW_OK,
+                                             max_states=max_states)
         try:
             return _finish(_Lowering(bounds, trans, accept, max_states).build(), nonempty,
                            max_states)
         except _Overlap:
-            pass  # a plain spelling collides with an encoded one: expand the encodings as IR
+            pass  # a plain backslash meets an escape: expand the encodings as IR
     char_dfa = CharDFA.from_expr(expr, max_states=max_states)
     return byte_dfa_from_char_dfa(char_dfa, nonempty=nonempty, max_states=max_states)
 
@@ -459,7 +462,14 @@ def _rule_atoms(rules: RuleSet, tag: Tagger | None) -> tuple[np.ndarray, frozens
     bodies = [body for _, _, body in rules]
     shared: set[int] = set()
     met = _compound_nodes(bodies, tag, shared)
-    return _atom_bounds(Choice(tuple(bodies)), tag, refs=True), frozenset(met), frozenset(shared)
+    bounds = _atom_bounds(Choice(tuple(bodies)), tag, refs=True, raw=_raw(tag))
+    return bounds, frozenset(met), frozenset(shared)
+
+
+def _raw(tag: Tagger | None) -> CharClass | None:
+    """What a tagged JSON character may spell unescaped (the lexer's only tagger is
+    ``decoded_class``): read as plain characters (``automata.tagged_table``)."""
+    return None if tag is None else RAW_OK
 
 
 def _rule_table(
@@ -470,7 +480,7 @@ def _rule_table(
     The bodies' part of the atoms and of the sharing is the same for every lexeme of
     ``rules``; only ``expr`` is walked."""
     body_bounds, met, shared = _rule_atoms(rules, tag)
-    bounds = np.union1d(_atom_bounds(expr, tag, refs=True), body_bounds)
+    bounds = np.union1d(_atom_bounds(expr, tag, refs=True, raw=_raw(tag)), body_bounds)
     nfa = _RuleNfa(bounds, max(100_000, 20 * max_states), tag, _rule_bodies(rules).table)
     nfa.share(expr, met=met, shared=shared)
     start, final = nfa.new(), nfa.new()
@@ -496,7 +506,7 @@ class _RuleNfa(_Nfa):
 
     def __init__(self, bounds: np.ndarray, limit: int, tag: Tagger | None,
                  rules: dict[str, tuple[int, Expr]]) -> None:
-        super().__init__(bounds, limit, tag)
+        super().__init__(bounds, limit, tag, _raw(tag))
         self.rules = rules
         self.open: dict[int, tuple[dict[str, int], list[str]]] = {}  # group -> entries, to build
 
@@ -570,15 +580,16 @@ def _finish(table: tuple[np.ndarray, np.ndarray], nonempty: bool, max_states: in
 
 
 class _Overlap(Exception):
-    """A plain character and a JSON-encoded one spell the same bytes with different targets."""
+    """A plain backslash and a JSON escape leave one state for different targets."""
 
 
 class _Lowering:
     """Builds the (unminimised, deterministic) byte table of one character-level table.
 
     The table's symbols are code points ``c`` (spelled as UTF-8) and, past ``TAG_OFFSET``,
-    JSON-encoded characters ``TAG_OFFSET + c`` (spelled raw, as a short escape, as
-    ``\\uXXXX`` in either case, or as a surrogate pair; see ``grammar.encodings``).
+    JSON-encoded characters ``TAG_OFFSET + c`` (spelled as a short escape, as ``\\uXXXX`` in
+    either case, or as a surrogate pair; see ``grammar.encodings``: their unescaped spelling is
+    a plain symbol, ``automata.tagged_table``'s ``raw``).
     Rows ``0..n-1`` are the character states; later rows are hash-consed intermediate states:
     ``(continuation bytes left, Pieces)`` for UTF-8, and tagged keys for the escape states
     (after ``\\``; ``d`` hex digits left; a surrogate pair's low half still to come). Rows live
@@ -609,10 +620,7 @@ class _Lowering:
             pieces = _pieces(self.bounds, self.trans[s].tolist())
             plain = _restrict(pieces, 0, TAG_OFFSET)
             encoded = _restrict(pieces, TAG_OFFSET, TAG_OFFSET) if self.tagged else _DEAD
-            if encoded != _DEAD:
-                raw = _overwrite(encoded, 0, 0x1F, -1)
-                raw = _overwrite(_overwrite(raw, 0x22, 0x22, -1), 0x5C, 0x5C, -1)
-                plain = _union(plain, raw)
+            if encoded != _DEAD:  # escapes only: unescaped spellings are plain atoms
                 if _at(plain, 0x5C) >= 0:
                     raise _Overlap()
                 escape = self._escape(encoded)
@@ -803,18 +811,6 @@ def _spans(pieces: Pieces, last: int) -> list[tuple[int, int, int]]:
         end = pieces[i + 1][0] - 1 if i + 1 < len(pieces) else last
         out.append((start, min(end, last), target))
     return out
-
-
-def _union(a: Pieces, b: Pieces) -> Pieces:
-    """Pointwise union of two maps; raises ``_Overlap`` where both are live and differ."""
-    cuts = sorted({s for s, _ in a} | {s for s, _ in b})
-    out = []
-    for cut in cuts:
-        x, y = _at(a, cut), _at(b, cut)
-        if x >= 0 and y >= 0 and x != y:
-            raise _Overlap()
-        out.append((cut, max(x, y)))
-    return _merge(out)
 
 
 def _blocks(pieces: Pieces, span: int, count: int, leaf: Callable[[Pieces], int]) -> Pieces:

@@ -37,6 +37,7 @@ numba kernels in ``grammar._canonical``; this module builds their flat inputs.
 
 from __future__ import annotations
 
+import functools
 import heapq
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
@@ -306,10 +307,15 @@ class CharDFA:
 
 
 def tagged_table(
-    expr: Expr, tag: Tagger, *, max_states: int = 10_000
+    expr: Expr, tag: Tagger, *, raw: CharClass | None = None, max_states: int = 10_000
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The minimal DFA of ``expr`` where each sub-expression ``e`` with ``tag(e) == cc`` is read
-    as ONE symbol: a tagged character from ``cc``.
+    as ONE symbol: a tagged character from ``cc``, or a plain one from ``cc & raw``.
+
+    ``raw`` holds the characters a tagged symbol may also spell as themselves (a JSON string
+    character spelled unescaped): those are read as plain characters, so they meet the plain
+    characters of the rest of ``expr`` in one state, and a consumer spells tagged symbols only
+    in their other ways.
 
     The alphabet is two copies of the code points: ``c`` (plain) and ``TAG_OFFSET + c``
     (tagged); ``tag`` is not consulted inside a recognised sub-expression. A consumer that
@@ -327,8 +333,8 @@ def tagged_table(
     GrammarTooLargeError
         ``"dfa_states"`` or ``"nfa_states"`` as in ``CharDFA.from_expr``.
     """
-    bounds = _atom_bounds(expr, tag)
-    nfa = _Nfa(bounds, max(100_000, 20 * max_states), tag)
+    bounds = _atom_bounds(expr, tag, raw=raw)
+    nfa = _Nfa(bounds, max(100_000, 20 * max_states), tag, raw)
     nfa.share(expr)
     start, final = nfa.new(), nfa.new()
     nfa.build(expr, start, final)
@@ -388,9 +394,20 @@ def _surrogate_atoms(bounds: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- Thompson NFA
 
 
-def _atom_bounds(expr: Expr, tag: Tagger | None = None, *, refs: bool = False) -> np.ndarray:
+_NO_CHARS = CharClass(())
+
+
+@functools.lru_cache(maxsize=1024)
+def _raw_part(tagged: CharClass, raw: CharClass | None) -> CharClass:
+    """The characters of a tagged class also read as plain ones (``tagged_table``)."""
+    return _NO_CHARS if raw is None else tagged.intersect(raw)
+
+
+def _atom_bounds(expr: Expr, tag: Tagger | None = None, *, refs: bool = False,
+                 raw: CharClass | None = None) -> np.ndarray:
     """Atom starts: every class/literal boundary in ``expr``, plus 0 and the surrogate block
-    (with ``tag``: also every boundary of a tagged class, shifted by ``TAG_OFFSET``). A ``Ref``
+    (with ``tag``: also every boundary of a tagged class, shifted by ``TAG_OFFSET``, and of its
+    part in ``raw``, not shifted). A ``Ref``
     raises ``GrammarError`` unless ``refs`` (the caller then passes the referenced bodies
     inside ``expr`` too). Shared subexpressions are walked once."""
     cuts = {0, *_SURROGATE_BOUNDS}
@@ -407,6 +424,8 @@ def _atom_bounds(expr: Expr, tag: Tagger | None = None, *, refs: bool = False) -
         if tagged is not None:
             for a, b in tagged.ranges:
                 cuts.update((TAG_OFFSET + a, TAG_OFFSET + b + 1))
+            for a, b in _raw_part(tagged, raw).ranges:
+                cuts.update((a, b + 1))
         elif isinstance(e, Literal):
             for ch in e.text:
                 cuts.update((ord(ch), ord(ch) + 1))
@@ -473,11 +492,13 @@ class _Nfa:
 
     STAMP_MIN = 64  # stamp a repeat's copies with numpy from this much work (states + edges)
 
-    def __init__(self, bounds: np.ndarray, limit: int, tag: Tagger | None = None) -> None:
+    def __init__(self, bounds: np.ndarray, limit: int, tag: Tagger | None = None,
+                 raw: CharClass | None = None) -> None:
         self.bounds = bounds
         self.starts = bounds.tolist()  # for ``bisect``: far cheaper than numpy per code point
         self.limit = limit
         self.tag = tag
+        self.raw = raw  # see ``tagged_table``
         self.size = 0
         self.eps: list[int] = []
         self.edges: list[int] = []
@@ -524,9 +545,10 @@ class _Nfa:
 
     def _spell(self, expr: Expr, start: int, end: int) -> None:
         tagged = self.tag(expr) if self.tag is not None else None
-        if tagged is not None:  # one symbol of the tagged alphabet
+        if tagged is not None:  # one symbol of the tagged alphabet, or a raw plain one
             ranges = [(self.atom(TAG_OFFSET + a), self.atom(TAG_OFFSET + b))
                       for a, b in tagged.ranges]
+            ranges += [(self.atom(a), self.atom(b)) for a, b in _raw_part(tagged, self.raw).ranges]
             self.spans[id(expr)] = (expr, ranges)
             self._span(start, ranges, end)
         elif isinstance(expr, Literal):

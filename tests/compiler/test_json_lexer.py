@@ -68,6 +68,9 @@ def string_lexeme(cls: CharClass, lo: int, hi: int | None) -> Expr:
     return seq(lit('"'), repeat(encode_class(cls), lo, hi), lit('"'))
 
 
+expand = CharDFA.from_expr
+
+
 def expanded_path(expr: Expr) -> ByteDFA:
     """The IR-expanding construction: Thompson NFA over every spelling (no recognition)."""
     return byte_dfa_from_char_dfa(CharDFA.from_expr(expr, max_states=200_000), nonempty=True,
@@ -104,13 +107,33 @@ def test_lexeme_matches_iff_json_decodes_into_the_class(name: str, pieces: list[
     assert dfa.matches(b'"' + body + b'"') == json_oracle(body, cls, *bounds)
 
 
-def test_plain_spelling_that_collides_falls_back_to_the_expanded_path() -> None:
-    # raw "a" leads elsewhere than an encoded "a": the direct construction cannot merge them
+def test_plain_spelling_beside_an_encoded_one_stays_on_the_direct_path(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # raw "a" leads elsewhere than an encoded "a" (a known key beside the key complement): the
+    # encoded one's unescaped spelling is a plain "a", so the two meet in one state
     expr = seq(lit("<"), choice(seq(lit("a"), lit("!")), seq(encode_class(char_set("a")),
                                                              lit("?"))))
-    dfa = build_byte_dfa(expr, nonempty=True)
-    assert dfa.matches(b"<a!") and dfa.matches(b"<a?") and dfa.matches(b"<\\u0061?")
-    assert not dfa.matches(b"<\\u0061!") and not dfa.matches(b"<b?")
+    slow = expanded_path(expr)
+    with monkeypatch.context() as m:  # the expanding fallback is not taken
+        m.setattr(CharDFA, "from_expr", None)
+        fast = build_byte_dfa(expr, nonempty=True)
+    assert np.array_equal(fast.trans, slow.trans) and np.array_equal(fast.accept, slow.accept)
+    assert fast.matches(b"<a!") and fast.matches(b"<a?") and fast.matches(b"<\\u0061?")
+    assert not fast.matches(b"<\\u0061!") and not fast.matches(b"<b?")
+
+
+def test_plain_backslash_beside_an_escape_falls_back_to_the_expanded_path(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    expr = seq(lit("<"), choice(seq(lit("\\"), lit("!")), seq(encode_class(char_set("a")),
+                                                              lit("?"))))
+    expanded = []
+    with monkeypatch.context() as m:
+        m.setattr(CharDFA, "from_expr", lambda *a, **k: expanded.append(1) or expand(*a, **k))
+        fast = build_byte_dfa(expr, nonempty=True)
+    assert expanded
+    slow = expanded_path(expr)
+    assert np.array_equal(fast.trans, slow.trans) and np.array_equal(fast.accept, slow.accept)
+    assert fast.matches(b"<\\!") and fast.matches(b"<\\u0061?") and fast.matches(b"<a?")
 
 
 def test_long_bounded_string_stays_small_and_fast() -> None:
