@@ -23,11 +23,11 @@ JSON strings. An expression may hold sub-expressions that ``grammar.encodings`` 
 surrogate pairs). ``build_byte_dfa`` then determinises over decoded characters only (each such
 sub-expression is one *tagged* symbol, ``automata.tagged_table``, whose unescaped spellings are
 read as plain characters, so they meet the plain characters around them in one state) and
-spells the tagged symbols' escapes here, with hash-consed escape states (after ``\\``, ``d`` hex digits left, a surrogate pair's
-low half to come) keyed like the UTF-8 ones. Escape states depend only on the *shape* of a
-character map (its targets renamed in order of appearance), and a few hundred shapes serve
-every string of every schema, so each shape is built once per process (``_escape_shape``) and
-copied with the table's targets filled in. A JSON string with a length bound or a pattern
+spells the tagged symbols' escapes here, with hash-consed escape states (after ``\\``, ``d``
+hex digits left, a surrogate pair's low half to come) keyed like the UTF-8 ones. Escape states
+depend only on the *shape* of a character map (its targets renamed in order of appearance),
+and a few hundred shapes serve every string of every schema, so each shape is built once per
+process (``_escape_shape``) and copied with the table's targets filled in. A JSON string with a length bound or a pattern
 thus costs a few byte states per decoded-character state instead of a subset construction
 over every escape spelling. Where a plain backslash meets an escape (a literal ``\\`` beside
 an encoded character), it falls back to expanding the encodings as IR.

@@ -407,9 +407,9 @@ def _atom_bounds(expr: Expr, tag: Tagger | None = None, *, refs: bool = False,
                  raw: CharClass | None = None) -> np.ndarray:
     """Atom starts: every class/literal boundary in ``expr``, plus 0 and the surrogate block
     (with ``tag``: also every boundary of a tagged class, shifted by ``TAG_OFFSET``, and of its
-    part in ``raw``, not shifted). A ``Ref``
-    raises ``GrammarError`` unless ``refs`` (the caller then passes the referenced bodies
-    inside ``expr`` too). Shared subexpressions are walked once."""
+    part in ``raw``, not shifted). A ``Ref`` raises ``GrammarError`` unless ``refs`` (the
+    caller then passes the referenced bodies inside ``expr`` too). Shared subexpressions are
+    walked once."""
     cuts = {0, *_SURROGATE_BOUNDS}
     if tag is not None:
         cuts.update(TAG_OFFSET + b for b in (0, *_SURROGATE_BOUNDS))

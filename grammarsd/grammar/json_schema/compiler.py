@@ -543,10 +543,10 @@ class _Lowering:
         refused). Only alternatives ``b`` of ``B_j`` that may overlap ``a`` are negated: for
         the others (``_empty(node & a & b)``) ``a`` implies ``not b``, so a discriminated
         union is a plain union. Pairs their signatures already separate (``emptiness.disjoint``:
-        a tool union's ``name`` consts) skip that merge: n tools take n merges, not n^2. A finite alternative ``a`` needs no complement (its values are
-        checked against the whole schema by ``jsonschema`` when emitted); a finite ``b`` is
-        negated by excluding the values of ``B_j``'s finite alternatives that satisfy
-        ``B_j``."""
+        a tool union's ``name`` consts) skip that merge: n tools take n merges, not n^2. A
+        finite alternative ``a`` needs no complement (its values are checked against the whole
+        schema by ``jsonschema`` when emitted); a finite ``b`` is negated by excluding the
+        values of ``B_j``'s finite alternatives that satisfy ``B_j``."""
         count = len(node.schema["oneOf"])
         branches = [self._expand(self.child(node, "oneOf", i), stack) for i in range(count)]
         values: list[list[Any]] = []  # per branch: its finite alternatives' members
