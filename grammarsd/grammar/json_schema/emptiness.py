@@ -130,11 +130,9 @@ class _Emptiness:
         keys: dict[str, frozenset[Any]] = {}
         for key in m.required:
             nodes = self._key_nodes(m, key)
-            if not nodes:
+            if nodes is None:
                 continue
-            outline = _ANYTHING
-            for node in nodes:
-                outline = outline.meet(self.outline(node))
+            outline = self._meet(nodes)
             if outline.values is not None:
                 keys[key] = frozenset(_value_key(v) for v in outline.values)
         return Signature(frozenset(m.types), keys)
@@ -146,15 +144,20 @@ class _Emptiness:
             nodes = self._key_nodes(m, key)
             if nodes is None:
                 continue
-            outline = _ANYTHING
-            for node in nodes:
-                outline = outline.meet(self.outline(node))
+            outline = self._meet(nodes)
             if outline.empty:
                 return True
             if outline.values is not None and not any(
                     self._plausible(v, nodes) for v in outline.values):
                 return True
         return False
+
+    def _meet(self, nodes: list[_Node]) -> _Outline:
+        """The outline of the conjunction of ``nodes``."""
+        outline = _ANYTHING
+        for node in nodes:
+            outline = outline.meet(self.outline(node))
+        return outline
 
     def _key_nodes(self, m: _Merged, key: str) -> list[_Node] | None:
         """Schemas every value of member ``key`` meets (``None``: unknown, a pattern refused)."""
