@@ -27,6 +27,7 @@ over bytes would cost more than it saves.
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from grammarsd.grammar.ir import (
     Capped,
     CharClass,
     Choice,
+    Excluding,
     Expr,
     Literal,
     Ref,
@@ -79,6 +81,9 @@ def fingerprint(root: Expr) -> bytes:
             h.update(f"{e.min},{e.max}".encode())
         elif isinstance(e, Capped):
             h.update(str(e.max).encode())
+        elif isinstance(e, Excluding):
+            h.update(np.asarray(e.chars.ranges, np.int64).tobytes())
+            h.update(json.dumps(e.words).encode())  # unambiguous, whatever the words hold
         for k in children(e):
             h.update(k.__dict__["_fingerprint"])
         object.__setattr__(e, "_fingerprint", h.digest())
@@ -192,7 +197,7 @@ def _leaf_content(e: Expr) -> int:
 
 
 def _content_here(e: Expr) -> int:
-    if decoded_class(e) is not None:
+    if decoded_class(e) is not None or isinstance(e, Excluding):
         return _JSON
     bits = 0
     for k in children(e):

@@ -19,18 +19,21 @@ deterministic by construction; it is then trimmed, minimised and numbered breadt
 ``canonical_table`` (the same routine the character automata use).
 
 JSON strings. An expression may hold sub-expressions that ``grammar.encodings`` recognises as
-"every JSON spelling of one character from class C" (raw, short escapes, ``\\uXXXX``,
-surrogate pairs). ``build_byte_dfa`` then determinises over decoded characters only (each such
+"every JSON spelling of one character from class C" (raw, short escapes, ``\\uXXXX``, surrogate
+pairs). ``build_byte_dfa`` then determinises over decoded characters only (each such
 sub-expression is one *tagged* symbol, ``automata.tagged_table``, whose unescaped spellings are
 read as plain characters, so they meet the plain characters around them in one state) and
 spells the tagged symbols' escapes here, with hash-consed escape states (after ``\\``, ``d``
 hex digits left, a surrogate pair's low half to come) keyed like the UTF-8 ones. Escape states
-depend only on the *shape* of a character map (its targets renamed in order of appearance),
-and a few hundred shapes serve every string of every schema, so each shape is built once per
-process (``_escape_shape``) and copied with the table's targets filled in. A JSON string with a length bound or a pattern
-thus costs a few byte states per decoded-character state instead of a subset construction
-over every escape spelling. Where a plain backslash meets an escape (a literal ``\\`` beside
-an encoded character), it falls back to expanding the encodings as IR.
+depend only on the *shape* of a character map (its targets renamed in order of appearance), and
+a few hundred shapes serve every string of every schema, so each shape is built once per
+process (``_escape_shape``) and copied with the table's targets filled in. A JSON string with a
+length bound or a pattern thus costs a few byte states per decoded-character state instead of a
+subset construction over every escape spelling. An ``ir.Excluding`` leaf (an object's other
+keys) is read the same way, as the tagged strings outside its words
+(``automata.tagged_outside``): one decoded-character state per node of the words' trie, built
+from the words, not from the trie spelled as IR. Where a plain backslash meets an escape (a
+literal ``\\`` beside an encoded character), it falls back to expanding the encodings as IR.
 
 Counted repeats. ``x{m,n}`` of a prefix code ``x`` (one JSON or UTF-8 character) is ``n``
 copies of ``x``'s small DFA chained end to start (``_tiled``), already minimal, instead of a
@@ -75,12 +78,14 @@ from grammarsd.errors import GrammarError, GrammarTooLargeError
 from grammarsd.grammar.automata import (
     TAG_OFFSET,
     CharDFA,
+    TaggedOutside,
     Tagger,
     _atom_bounds,
     _compound_nodes,
     _Nfa,
     _surrogate_atoms,
     canonical_table,
+    tagged_outside,
     tagged_table,
 )
 from grammarsd.grammar.encodings import RAW_OK, SHORT_ESCAPES, decoded_class
@@ -90,6 +95,7 @@ from grammarsd.grammar.ir import (
     Capped,
     CharClass,
     Choice,
+    Excluding,
     Expr,
     Ref,
     Repeat,
@@ -201,7 +207,7 @@ def build_byte_dfa(
         if tiled is not None:
             return tiled
     if _has_json_char(expr):
-        bounds, trans, accept = tagged_table(expr, decoded_class, raw=RAW_OK,
+        bounds, trans, accept = tagged_table(expr, _json_tag, raw=RAW_OK,
                                              max_states=max_states)
         try:
             return _finish(_Lowering(bounds, trans, accept, max_states).build(), nonempty,
@@ -428,7 +434,7 @@ def _build_with_rules(expr: Expr, rules: RuleSet, nonempty: bool, max_states: in
     """``build_byte_dfa`` for a lexeme that references rule groups (same two spelling paths)."""
     if _has_json_char(expr) or _rule_bodies(rules).json_chars:
         try:
-            table_t = _rule_table(expr, rules, decoded_class, max_states)
+            table_t = _rule_table(expr, rules, _json_tag, max_states)
             return _finish(_Lowering(*table_t, max_states).build(), nonempty, max_states)
         except _Overlap:
             pass  # as in build_byte_dfa: expand the encodings as IR
@@ -468,7 +474,7 @@ def _rule_atoms(rules: RuleSet, tag: Tagger | None) -> tuple[np.ndarray, frozens
 
 def _raw(tag: Tagger | None) -> CharClass | None:
     """What a tagged JSON character may spell unescaped (the lexer's only tagger is
-    ``decoded_class``): read as plain characters (``automata.tagged_table``)."""
+    ``_json_tag``): read as plain characters (``automata.tagged_table``)."""
     return None if tag is None else RAW_OK
 
 
@@ -540,12 +546,20 @@ class _RuleNfa(_Nfa):
         return entries[name]
 
 
+def _json_tag(expr: Expr) -> CharClass | TaggedOutside | None:
+    """The lexer's tagger: a JSON character encoding is one tagged character of its class
+    (``encodings.decoded_class``), an ``Excluding`` leaf the tagged strings outside its words."""
+    if isinstance(expr, Excluding):
+        return tagged_outside(expr.words, expr.chars)
+    return decoded_class(expr)
+
+
 def _has_json_char(expr: Expr) -> bool:
-    """True iff some sub-expression is a recognised JSON character encoding."""
+    """True iff some sub-expression is a JSON character encoding ``_json_tag`` recognises."""
     stack = [expr]
     while stack:
         e = stack.pop()
-        if decoded_class(e) is not None:
+        if _json_tag(e) is not None:
             return True
         stack.extend(children(e))
     return False

@@ -40,14 +40,16 @@ from __future__ import annotations
 import functools
 import heapq
 from bisect import bisect_right
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from typing import Literal as TypingLiteral
 
 import numpy as np
 
 from grammarsd.errors import GrammarError, GrammarTooLargeError
 from grammarsd.grammar._canonical import canonical, product, subset_construction
+from grammarsd.grammar.encodings import expand_excluding
 from grammarsd.grammar.ir import (
     EMPTY,
     MAX_CODE_POINT,
@@ -56,11 +58,13 @@ from grammarsd.grammar.ir import (
     Capped,
     CharClass,
     Choice,
+    Excluding,
     Expr,
     Literal,
     Ref,
     Repeat,
     Seq,
+    char_set,
     chars,
     children,
     choice,
@@ -75,8 +79,62 @@ _ProductOp = TypingLiteral["and", "or", "diff"]
 TAG_OFFSET = MAX_CODE_POINT + 1
 """Symbol ``TAG_OFFSET + c`` of a tagged table stands for one *tagged* character ``c``."""
 
-Tagger = Callable[[Expr], CharClass | None]
-"""Recognises sub-expressions that stand for one tagged character of a class (else None)."""
+
+@dataclass(frozen=True, eq=False)
+class TaggedOutside:
+    """What ``tagged_table`` reads a recognised sub-expression as: the strings of tagged symbols
+    from ``every`` that are not among a finite set of words (``tagged_outside``), given by the
+    set's trie. ``nodes[0]`` is the root; each node is ``(final, other, kids)``: whether its
+    prefix is a word, the class whose symbols leave the trie there, and ``(class, node)`` per
+    child (the child's one-character class).
+
+    Its fragment is one state per trie node and one for "left the trie", so it costs no walk of
+    an expression spelling the trie (``ir.Excluding`` is one leaf)."""
+
+    every: CharClass
+    nodes: tuple[tuple[bool, CharClass, tuple[tuple[CharClass, int], ...]], ...]
+
+    def classes(self) -> Iterator[CharClass]:
+        """Every class the fragment reads (for the atom cuts)."""
+        yield self.every
+        for _, other, kids in self.nodes:
+            yield other
+            for kid, _ in kids:
+                yield kid
+
+
+@functools.lru_cache(maxsize=1024)
+def tagged_outside(words: tuple[str, ...], every: CharClass) -> TaggedOutside:
+    """The strings over ``every`` but the sorted, distinct ``words``, as a ``TaggedOutside``.
+
+    A trie node is a run ``words[lo:hi]`` sharing a prefix of ``depth`` characters; sorted, the
+    prefix itself (if it is a word) comes first and the children are the runs of equal next
+    characters. Nodes are numbered breadth-first."""
+    nodes = []
+    runs = [(0, len(words), 0)]
+    for lo, hi, depth in runs:  # grows as children are found
+        final = len(words[lo]) == depth
+        first_chars = []
+        kids = []
+        i = lo + 1 if final else lo
+        while i < hi:
+            ch = words[i][depth]
+            j = i + 1
+            while j < hi and words[j][depth] == ch:
+                j += 1
+            first_chars.append(ch)
+            if ord(ch) in every:
+                kids.append((char_set(ch), len(runs)))
+                runs.append((i, j, depth + 1))
+            i = j
+        other = every.intersect(char_set("".join(first_chars)).negate())
+        nodes.append((final, other, tuple(kids)))
+    return TaggedOutside(every, tuple(nodes))
+
+
+Tagger = Callable[[Expr], CharClass | TaggedOutside | None]
+"""Recognises sub-expressions that stand for one tagged character of a class, or for the tagged
+strings outside a set of words (else None)."""
 
 
 # --------------------------------------------------------------------------- the automaton
@@ -317,10 +375,12 @@ def tagged_table(
     characters of the rest of ``expr`` in one state, and a consumer spells tagged symbols only
     in their other ways.
 
-    The alphabet is two copies of the code points: ``c`` (plain) and ``TAG_OFFSET + c``
-    (tagged); ``tag`` is not consulted inside a recognised sub-expression. A consumer that
-    knows what the tag means (say, "one JSON-encoded character") can then expand tagged
-    symbols itself, without building an automaton for the expanded sub-expressions.
+    A sub-expression ``tag`` reads as a ``TaggedOutside`` is the strings of such symbols
+    outside its words. The alphabet is two copies of the code points: ``c`` (plain) and
+    ``TAG_OFFSET + c`` (tagged); ``tag`` is not consulted inside a recognised sub-expression.
+    A consumer that knows what the tag means (say, "one JSON-encoded character") can then
+    expand tagged symbols itself, without building an automaton for the expanded
+    sub-expressions.
 
     Returns
     -------
@@ -422,10 +482,11 @@ def _atom_bounds(expr: Expr, tag: Tagger | None = None, *, refs: bool = False,
         seen.add(id(e))
         tagged = tag(e) if tag is not None else None
         if tagged is not None:
-            for a, b in tagged.ranges:
-                cuts.update((TAG_OFFSET + a, TAG_OFFSET + b + 1))
-            for a, b in _raw_part(tagged, raw).ranges:
-                cuts.update((a, b + 1))
+            for cc in tagged.classes() if isinstance(tagged, TaggedOutside) else (tagged,):
+                for a, b in cc.ranges:
+                    cuts.update((TAG_OFFSET + a, TAG_OFFSET + b + 1))
+                for a, b in _raw_part(cc, raw).ranges:
+                    cuts.update((a, b + 1))
         elif isinstance(e, Literal):
             for ch in e.text:
                 cuts.update((ord(ch), ord(ch) + 1))
@@ -436,6 +497,8 @@ def _atom_bounds(expr: Expr, tag: Tagger | None = None, *, refs: bool = False,
             stack.extend(e.items)
         elif isinstance(e, Repeat):
             stack.append(e.item)
+        elif isinstance(e, Excluding):  # not read as one symbol: its plain spelling
+            stack.append(expand_excluding(e))
         elif isinstance(e, Ref) and not refs:
             raise GrammarError(
                 f"rule reference {e.name!r} inside a regular expression",
@@ -545,10 +608,10 @@ class _Nfa:
 
     def _spell(self, expr: Expr, start: int, end: int) -> None:
         tagged = self.tag(expr) if self.tag is not None else None
-        if tagged is not None:  # one symbol of the tagged alphabet, or a raw plain one
-            ranges = [(self.atom(TAG_OFFSET + a), self.atom(TAG_OFFSET + b))
-                      for a, b in tagged.ranges]
-            ranges += [(self.atom(a), self.atom(b)) for a, b in _raw_part(tagged, self.raw).ranges]
+        if isinstance(tagged, TaggedOutside):
+            self._outside(tagged, start, end)
+        elif tagged is not None:  # one symbol of the tagged alphabet, or a raw plain one
+            ranges = self._tagged_ranges(tagged)
             self.spans[id(expr)] = (expr, ranges)
             self._span(start, ranges, end)
         elif isinstance(expr, Literal):
@@ -564,8 +627,32 @@ class _Nfa:
                 self.build(item, start, end)
         elif isinstance(expr, Repeat):
             self._repeat(expr, start, end)
+        elif isinstance(expr, Excluding):  # not read as one symbol: its plain spelling
+            self.build(expand_excluding(expr), start, end)
         else:
             raise GrammarError(f"not regular IR: {expr!r}")
+
+    def _tagged_ranges(self, tagged: CharClass) -> list[tuple[int, int]]:
+        """The atom intervals of one tagged symbol from ``tagged``, or of its raw plain one."""
+        ranges = [(self.atom(TAG_OFFSET + a), self.atom(TAG_OFFSET + b)) for a, b in tagged.ranges]
+        ranges += [(self.atom(a), self.atom(b)) for a, b in _raw_part(tagged, self.raw).ranges]
+        return ranges
+
+    def _outside(self, words: TaggedOutside, start: int, end: int) -> None:
+        """``start -> end`` over the tagged strings ``words`` stands for: a state per trie node
+        (the root is ``start``), an epsilon edge to ``end`` from each that is not a word, and
+        from each an edge on its ``other`` class to one state that loops on every symbol."""
+        left = self.new()
+        self._span(left, self._tagged_ranges(words.every), left)
+        self.eps += (left, end)
+        states = [start] + [self.new() for _ in words.nodes[1:]]
+        for state, (final, other, kids) in zip(states, words.nodes, strict=True):
+            if not final:
+                self.eps += (state, end)
+            if not other.is_empty:
+                self._span(state, self._tagged_ranges(other), left)
+            for kid, node in kids:
+                self._span(state, self._tagged_ranges(kid), states[node])
 
     def _span(self, start: int, ranges: list[tuple[int, int]], end: int) -> None:
         """Edges ``start -> end`` on the atom intervals ``ranges``."""
@@ -816,4 +903,5 @@ def _eliminate_states(dfa: CharDFA, max_size: int, max_depth: int) -> Expr:
     return out[start].get(final, NOTHING)
 
 
-__all__ = ["TAG_OFFSET", "CharDFA", "Tagger", "canonical_table", "tagged_table"]
+__all__ = ["TAG_OFFSET", "CharDFA", "TaggedOutside", "Tagger", "canonical_table", "tagged_outside",
+           "tagged_table"]

@@ -12,6 +12,10 @@ of them" (``encode_class``):
 so a character is reachable in any encoding exactly when the decoded character is allowed.
 Lone surrogate escapes are never produced (they decode to no Unicode scalar value).
 
+It also owns the plain-IR reading of ``ir.Excluding`` (``expand_excluding``): the JSON string
+bodies decoding to any string but a few words, built from the words' trie
+(``strings_outside``).
+
 The expressions are plain IR, so every consumer (the reference recognizer, printers) reads
 them as usual. The byte lexer may instead *recognise* them with ``decoded_class`` and lower
 "one JSON-encoded character from ``cc``" in one step from the decoded-character automaton
@@ -30,6 +34,7 @@ from grammarsd.grammar.ir import (
     EMPTY,
     NOTHING,
     CharClass,
+    Excluding,
     Expr,
     char_set,
     chars,
@@ -140,4 +145,69 @@ def decoded_class(expr: Expr) -> CharClass | None:
     return hit[1] if hit is not None and hit[0] is expr else None
 
 
-__all__ = ["RAW_OK", "SHORT_ESCAPES", "class_expr", "decoded_class", "encode_class"]
+def strings_outside(excluded: tuple[str, ...], char: Expr, char_class: CharClass,
+                    min_len: int = 0, max_len: int | None = None) -> Expr:
+    """The JSON string bodies decoding to ``min_len..max_len`` characters from ``char_class``,
+    except the words ``excluded`` (sorted, distinct); ``char`` spells one character of
+    ``char_class`` (``encode_class`` of it, or a rule naming that).
+
+    Built from the trie of ``excluded``: at each trie node either stop (if that node is not an
+    excluded word), leave the trie with a character that has no child, or follow a child.
+    Cached: an object's other keys are asked for at every place the object is used.
+    """
+    return _strings_outside(excluded, char, char_class, min_len, max_len)
+
+
+@functools.lru_cache(maxsize=1024)
+def _strings_outside(excluded: tuple[str, ...], char: Expr, char_class: CharClass,
+                     min_len: int, max_len: int | None) -> Expr:
+    if max_len is not None and min_len > max_len:
+        return NOTHING
+    trie: dict = {}
+    for word in excluded:
+        node = trie
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+    return _words_outside(trie, 0, char, char_class, min_len, max_len)
+
+
+def _words_outside(node: dict, depth: int, char: Expr, char_class: CharClass, min_len: int,
+                   max_len: int | None) -> Expr:
+    """The words below trie ``node`` (at ``depth``) that are not in the trie."""
+    parts: list[Expr] = []
+    if "" not in node and depth >= min_len and (max_len is None or depth <= max_len):
+        parts.append(EMPTY)
+    if max_len is None or depth < max_len:
+        kids = [k for k in node if k]
+        other = _outside(char_class, "".join(kids))
+        lo = max(0, min_len - depth - 1)
+        hi = None if max_len is None else max_len - depth - 1
+        if not other.is_empty:
+            parts.append(seq(encode_class(other), repeat(char, lo, hi)))
+        for k in kids:
+            if ord(k) in char_class:
+                parts.append(seq(encode_class(one_char(k)), _words_outside(
+                    node[k], depth + 1, char, char_class, min_len, max_len)))
+    return choice(*parts) if parts else NOTHING
+
+
+def expand_excluding(expr: Excluding) -> Expr:
+    """``expr`` as plain IR (``strings_outside``, each character spelled by ``encode_class``)."""
+    return strings_outside(expr.words, encode_class(expr.chars), expr.chars)
+
+
+@functools.lru_cache(maxsize=4096)
+def one_char(ch: str) -> CharClass:
+    """The class of the one character ``ch`` (the same few, again and again)."""
+    return char_set(ch)
+
+
+@functools.lru_cache(maxsize=4096)
+def _outside(char_class: CharClass, kids: str) -> CharClass:
+    """The characters of ``char_class`` not in ``kids`` (a trie node's way out)."""
+    return char_class.intersect(char_set(kids).negate())
+
+
+__all__ = ["RAW_OK", "SHORT_ESCAPES", "class_expr", "decoded_class", "encode_class",
+           "expand_excluding", "one_char", "strings_outside"]

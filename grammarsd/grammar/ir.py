@@ -14,6 +14,9 @@ frozen, hashable dataclasses:
     Capped(item, max)          the strings of ``item`` -- JSON string bodies -- that decode to
                                at most ``max`` characters (a length bound kept apart from a
                                pattern: their product automaton can be huge)
+    Excluding(words, chars)    the JSON string bodies that decode to a string over ``chars``
+                               other than ``words`` (an object's "any key but the named ones"),
+                               kept whole: as plain IR it is a trie of every escape spelling
 
 A ``Grammar`` maps rule names to expressions and names its ``start`` rule. ``str(grammar)``
 prints it in a Lark-like EBNF so users can see what their schema or regex became.
@@ -214,7 +217,32 @@ class Capped(_CachedHash):
         return f"capped({self.item}, {self.max})"
 
 
-Expr = Literal | CharClass | Seq | Choice | Repeat | Ref | Capped
+@dataclass(frozen=True)
+class Excluding(_CachedHash):
+    """The JSON string bodies (the text between the quotes, each character spelled any way
+    ``encodings.encode_class`` allows) that decode to a string over ``chars`` other than the
+    ``words`` (sorted, distinct, at least one).
+
+    A leaf, so the analyses do not walk the trie it stands for (hundreds of IR nodes per key
+    set, met once: every object has its own keys). The lexer reads it from the words' trie
+    (``automata.TaggedOutside``); anything else that needs its structure expands it
+    (``encodings.expand_excluding``)."""
+
+    __hash__ = _CachedHash.__hash__
+
+    words: tuple[str, ...]
+    chars: CharClass
+
+    def __post_init__(self) -> None:
+        if not self.words or list(self.words) != sorted(set(self.words)):
+            raise ValueError(f"Excluding needs sorted, distinct words: {self.words!r}")
+
+    def __str__(self) -> str:
+        listed = ", ".join(json.dumps(w, ensure_ascii=False) for w in self.words)
+        return f"excluding({listed}; {self.chars})"
+
+
+Expr = Literal | CharClass | Seq | Choice | Repeat | Ref | Capped | Excluding
 
 EMPTY = Seq(())
 NOTHING = Choice(())
@@ -400,12 +428,13 @@ def ref_names(*exprs: Expr) -> frozenset[str]:
 
 
 _NO_REFS: frozenset[str] = frozenset()
+_NO_REF_LEAVES = (Literal, CharClass, Excluding)
 
 
 def known_ref_names(expr: Expr) -> frozenset[str] | None:
     """``ref_names(expr)`` if some walk has already found it (kept on the node), else None:
     for callers that only want the answer where it costs nothing."""
-    return _NO_REFS if isinstance(expr, (Literal, CharClass)) else expr.__dict__.get("_refs")
+    return _NO_REFS if isinstance(expr, _NO_REF_LEAVES) else expr.__dict__.get("_refs")
 
 
 _T = TypeVar("_T")
@@ -430,7 +459,7 @@ def kept_on_nodes(root: Expr, attr: str, leaves: tuple[type[Expr], ...],
 
 
 def _refs_of(root: Expr) -> frozenset[str]:
-    return kept_on_nodes(root, "_refs", (Literal, CharClass), _no_refs, _refs_here)
+    return kept_on_nodes(root, "_refs", _NO_REF_LEAVES, _no_refs, _refs_here)
 
 
 def _no_refs(_: Expr) -> frozenset[str]:
@@ -501,6 +530,7 @@ __all__ = [
     "CharClass",
     "Choice",
     "Expr",
+    "Excluding",
     "Grammar",
     "Literal",
     "Ref",

@@ -21,6 +21,7 @@ from grammarsd.grammar.ir import (
     Capped,
     CharClass,
     Choice,
+    Excluding,
     Expr,
     Grammar,
     Literal,
@@ -62,6 +63,8 @@ def nullable(expr: Expr, rules: Container[str] = ()) -> bool:
         return expr.min == 0 or nullable(expr.item, rules)
     if isinstance(expr, Capped):
         return nullable(expr.item, rules)
+    if isinstance(expr, Excluding):
+        return "" not in expr.words
     return expr.name in rules
 
 
@@ -81,6 +84,8 @@ def _productive(expr: Expr, known: set[str]) -> bool:
         return expr.min == 0 or _productive(expr.item, known)
     if isinstance(expr, Capped):
         return _productive(expr.item, known)
+    if isinstance(expr, Excluding):  # finitely many words out of infinitely many strings
+        return True
     return expr.name in known
 
 

@@ -12,6 +12,7 @@ How it works
    unrolled into ``m`` copies of ``item`` followed by a chain of ``n - m`` nested optionals, and
    ``item{m,}`` into ``m`` copies followed by a left-recursive star ``S -> ε | S item``.
    ``Capped(item, max)`` becomes a nonterminal without productions, plus a goal ``G -> item``.
+   ``Excluding`` is read as its plain IR (``encodings.expand_excluding``).
 2. **Trimming.** Productions that mention an unproductive symbol (a nonterminal deriving no
    terminal string, an empty class, or a capped symbol whose item has no string decoding to at
    most ``max`` characters) are dropped. Afterwards every symbol that occurs derives some string,
@@ -53,12 +54,14 @@ from typing import NamedTuple
 import numpy as np
 
 from grammarsd.errors import GrammarError, GrammarTooLargeError
+from grammarsd.grammar.encodings import expand_excluding
 from grammarsd.grammar.ir import (
     ANY_CHAR,
     MAX_CODE_POINT,
     Capped,
     CharClass,
     Choice,
+    Excluding,
     Expr,
     Grammar,
     Literal,
@@ -341,6 +344,8 @@ class _Lowering:
             return (self._rules[expr.name],)
         if isinstance(expr, Capped):
             return (self._capped(expr),)
+        if isinstance(expr, Excluding):  # read as plain IR: the trie of its words' spellings
+            return self._symbols(expand_excluding(expr))
         return (self._helper(expr),)
 
     def _capped(self, expr: Capped) -> int:

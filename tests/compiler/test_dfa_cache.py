@@ -17,6 +17,7 @@ from grammarsd.grammar.ir import (
     ANY_CHAR,
     Capped,
     Choice,
+    Excluding,
     Expr,
     Literal,
     Ref,
@@ -74,7 +75,9 @@ def testfingerprints_separate_what_differs() -> None:
     exprs: list[Expr] = [Literal("ab"), Literal("ba"), chars([(97, 98)]), Ref("ab"),
                          Repeat(Literal("ab"), 0, 2), Repeat(Literal("ab"), 0, None),
                          Capped(Literal("ab"), 2), Seq((Literal("a"), Literal("b"))),
-                         Choice((Literal("a"), Literal("b")))]
+                         Choice((Literal("a"), Literal("b"))),
+                         Excluding(("a", "b"), ANY_CHAR), Excluding(("a\x00b",), ANY_CHAR),
+                         Excluding(("a", "b"), chars([(97, 98)]))]
     digests = {fingerprint(e) for e in exprs}
     assert len(digests) == len(exprs)
     assert fingerprint(_expr(3)) == fingerprint(_expr(3))

@@ -19,10 +19,11 @@ import grammarsd as gs
 from grammarsd.compiler.lexer import ByteDFA, build_byte_dfa, byte_dfa_from_char_dfa
 from grammarsd.compiler.tables import CompileLimits, build_tables
 from grammarsd.grammar.automata import CharDFA
-from grammarsd.grammar.encodings import decoded_class, encode_class
+from grammarsd.grammar.encodings import decoded_class, encode_class, expand_excluding
 from grammarsd.grammar.ir import (
     ANY_CHAR,
     CharClass,
+    Excluding,
     Expr,
     Grammar,
     Ref,
@@ -134,6 +135,52 @@ def test_plain_backslash_beside_an_escape_falls_back_to_the_expanded_path(
     slow = expanded_path(expr)
     assert np.array_equal(fast.trans, slow.trans) and np.array_equal(fast.accept, slow.accept)
     assert fast.matches(b"<\\!") and fast.matches(b"<\\u0061?") and fast.matches(b"<a?")
+
+
+# word sets an ``Excluding`` leaf leaves out: prefixes of each other and the empty word, words
+# that need escapes, non-ASCII and astral ones, a character outside a class
+WORD_SETS: dict[str, list[str]] = {
+    "keys": ["id", "n", "name", "names", "nick"],
+    "with empty": ["", "a", "ab", "b"],
+    "escapes": ['"', "\\", 'a"b', "\n", "/", "\x1f"],
+    "non-ascii": ["\u00e9", "\u20ac\u20ac", "\U0001f600", "x\U0001f600y", "\ud7ff"],
+}
+
+
+def excluding_lexeme(words: list[str], cls: CharClass) -> Expr:
+    return seq(lit('"'), Excluding(tuple(sorted(words)), cls), lit('"'))
+
+
+@pytest.mark.parametrize("words", list(WORD_SETS))
+@pytest.mark.parametrize("name", ["letters", "astral", "any"])
+def test_excluding_read_from_its_trie_equals_its_expansion(
+        words: str, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    leaf = Excluding(tuple(sorted(WORD_SETS[words])), CLASSES[name])
+    with monkeypatch.context() as m:  # the expanding fallback is not taken
+        m.setattr(CharDFA, "from_expr", None)
+        fast = build_byte_dfa(seq(lit('"'), leaf, lit('"')), nonempty=True)
+    # the oracle: the trie spelled as IR (encodings), built as a plain Thompson NFA
+    slow = expanded_path(seq(lit('"'), expand_excluding(leaf), lit('"')))
+    assert np.array_equal(fast.trans, slow.trans) and np.array_equal(fast.accept, slow.accept)
+
+
+@pytest.mark.parametrize("words", list(WORD_SETS))
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_excluding_matches_iff_json_decodes_to_another_string(words: str,
+                                                               data: st.DataObject) -> None:
+    listed = WORD_SETS[words]
+    # pieces of the words in every spelling, so that the words themselves come up often
+    spelled = [json.dumps(ch, ensure_ascii=a)[1:-1] for w in listed for ch in w
+               for a in (True, False)]
+    pieces = data.draw(st.lists(st.sampled_from(FRAGMENTS + spelled), max_size=5))
+    dfa = build_byte_dfa(excluding_lexeme(listed, ANY_CHAR), nonempty=True)
+    body = "".join(pieces).encode("utf-8", "surrogatepass")
+    expected = json_oracle(body, ANY_CHAR, 0, None) and json.loads(b'"' + body + b'"') not in listed
+    assert dfa.matches(b'"' + body + b'"') == expected, body
+    for word in listed:  # and every word, in both spellings json.dumps writes, is refused
+        for ascii_only in (True, False):
+            assert not dfa.matches(json.dumps(word, ensure_ascii=ascii_only).encode())
 
 
 def test_long_bounded_string_stays_small_and_fast() -> None:

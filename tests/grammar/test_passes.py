@@ -10,8 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grammarsd.errors import EmptyLanguageError
+from grammarsd.grammar.encodings import expand_excluding
 from grammarsd.grammar.ir import (
+    ANY_CHAR,
     NOTHING,
+    Excluding,
     Expr,
     Grammar,
     Literal,
@@ -27,6 +30,7 @@ from grammarsd.grammar.ir import (
 )
 from grammarsd.grammar.passes import (
     normalize,
+    nullable,
     nullable_rules,
     productive_rules,
     remove_unproductive,
@@ -167,3 +171,11 @@ def test_nullable_rules_by_hand() -> None:
     assert not any(
         r.name == "never" for e in remove_unproductive(g).rules.values() for r in iter_refs(e)
     )
+
+
+@pytest.mark.parametrize("words", [("",), ("", "a"), ("a",), ("ab", "b")], ids=str)
+def test_an_excluding_leaf_is_nullable_and_productive_as_its_expansion(words: tuple) -> None:
+    leaf = Excluding(words, ANY_CHAR)
+    assert nullable(leaf) == nullable(expand_excluding(leaf)) == ReferenceRecognizer(
+        Grammar.single(leaf)).accepts("")
+    assert productive_rules(Grammar.single(seq(lit("<"), leaf))) == {"start"}

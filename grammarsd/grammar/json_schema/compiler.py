@@ -81,6 +81,7 @@ from grammarsd.grammar.ir import (
     Capped,
     CharClass,
     Choice,
+    Excluding,
     Expr,
     Grammar,
     Literal,
@@ -1282,7 +1283,7 @@ def _has_empty_class(root: Expr) -> bool:
 
 
 _EMPTY_CLASS, _EMPTY_CHOICE = 1, 2  # bits of ``_dead_parts``
-_LEAVES = (Literal, CharClass, Ref)
+_LEAVES = (Literal, CharClass, Ref, Excluding)
 
 
 def _dead_parts(root: Expr) -> int:
@@ -1316,7 +1317,7 @@ def _dead_parts(root: Expr) -> int:
     return root.__dict__["_dead"]
 
 
-def _dead_leaf(e: Literal | CharClass | Ref) -> int:
+def _dead_leaf(e: Literal | CharClass | Ref | Excluding) -> int:
     return _EMPTY_CLASS if isinstance(e, CharClass) and not e.ranges else 0
 
 
@@ -1412,6 +1413,8 @@ class _Productive:
             return any(self.derives(i) for i in e.items)
         if isinstance(e, Capped):  # ``_max_length`` caps only where a word is short enough
             return self.derives(e.item)
+        if isinstance(e, Excluding):  # finitely many words out of infinitely many strings
+            return True
         assert isinstance(e, Repeat)
         return e.min == 0 or self.derives(e.item)
 

@@ -9,27 +9,24 @@ surrogate pairs), so escapes can never smuggle in a forbidden character.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterable
 
-from grammarsd.grammar.encodings import encode_class
+from grammarsd.grammar.encodings import encode_class, one_char, strings_outside
 from grammarsd.grammar.ir import (
     ANY_CHAR,
     EMPTY,
-    NOTHING,
     CharClass,
     Choice,
+    Excluding,
     Expr,
     Literal,
     Ref,
     Repeat,
     Seq,
-    char_set,
     children,
     choice,
     lit,
-    repeat,
     seq,
 )
 
@@ -56,7 +53,7 @@ def encode_chars(expr: Expr) -> Expr:
     if isinstance(expr, CharClass):
         return encode_class(expr)
     if isinstance(expr, Literal):
-        encoded = tuple(encode_class(_single(ch)) for ch in expr.text)
+        encoded = tuple(encode_class(one_char(ch)) for ch in expr.text)
         return EMPTY if not encoded else encoded[0] if len(encoded) == 1 else Seq(encoded)
     # built directly, not through seq/choice: flattening would break the identity of the
     # encode_class objects by which the lexer recognises them (``decoded_class``)
@@ -78,55 +75,10 @@ def strings_excluding(
     """Decoded strings of ``min_len..max_len`` characters from ``char_class`` not in ``excluded``.
 
     ``char`` is the encoded form of one character of ``char_class`` (usually a shared rule).
-    Built from the trie of ``excluded``: at each trie node either stop (if that node is not an
-    excluded word), leave the trie with a character that has no child, or follow a child.
-    Cached: an object's other keys are "any name but the listed ones", asked again for every
-    place the object is used (and in every schema that shares its definitions).
+    Without length bounds this is one ``Excluding`` leaf (an object's other keys: the lexer
+    reads it from the trie of the words); with them, the trie as IR (``strings_outside``).
     """
-    return _strings_excluding(tuple(sorted(set(excluded))), char, char_class, min_len, max_len)
-
-
-@functools.lru_cache(maxsize=1024)
-def _strings_excluding(excluded: tuple[str, ...], char: Expr, char_class: CharClass,
-                       min_len: int, max_len: int | None) -> Expr:
-    if max_len is not None and min_len > max_len:
-        return NOTHING
-    trie: dict = {}
-    for word in excluded:
-        node = trie
-        for ch in word:
-            node = node.setdefault(ch, {})
-        node[""] = {}
-    return _words_outside(trie, 0, char, char_class, min_len, max_len)
-
-
-def _words_outside(node: dict, depth: int, char: Expr, char_class: CharClass, min_len: int,
-                   max_len: int | None) -> Expr:
-    """The words below trie ``node`` (at ``depth``) that are not in the trie."""
-    parts: list[Expr] = []
-    if "" not in node and depth >= min_len and (max_len is None or depth <= max_len):
-        parts.append(EMPTY)
-    if max_len is None or depth < max_len:
-        kids = [k for k in node if k]
-        other = _outside(char_class, "".join(kids))
-        lo = max(0, min_len - depth - 1)
-        hi = None if max_len is None else max_len - depth - 1
-        if not other.is_empty:
-            parts.append(seq(encode_class(other), repeat(char, lo, hi)))
-        for k in kids:
-            if ord(k) in char_class:
-                parts.append(seq(encode_class(_single(k)), _words_outside(
-                    node[k], depth + 1, char, char_class, min_len, max_len)))
-    return choice(*parts) if parts else NOTHING
-
-
-@functools.lru_cache(maxsize=4096)
-def _single(ch: str) -> CharClass:
-    """The class of the one character ``ch`` (the same few, again and again)."""
-    return char_set(ch)
-
-
-@functools.lru_cache(maxsize=4096)
-def _outside(char_class: CharClass, kids: str) -> CharClass:
-    """The characters of ``char_class`` not in ``kids`` (a trie node's way out)."""
-    return char_class.intersect(char_set(kids).negate())
+    words = tuple(sorted(set(excluded)))
+    if words and not min_len and max_len is None:
+        return Excluding(words, char_class)
+    return strings_outside(words, char, char_class, min_len, max_len)
