@@ -559,7 +559,7 @@ def _has_json_char(expr: Expr) -> bool:
     stack = [expr]
     while stack:
         e = stack.pop()
-        if _json_tag(e) is not None:
+        if isinstance(e, Excluding) or decoded_class(e) is not None:
             return True
         stack.extend(children(e))
     return False

@@ -49,7 +49,7 @@ import numpy as np
 
 from grammarsd.errors import GrammarError, GrammarTooLargeError
 from grammarsd.grammar._canonical import canonical, product, subset_construction
-from grammarsd.grammar.encodings import expand_excluding
+from grammarsd.grammar.encodings import expand_excluding, one_char
 from grammarsd.grammar.ir import (
     EMPTY,
     MAX_CODE_POINT,
@@ -124,12 +124,17 @@ def tagged_outside(words: tuple[str, ...], every: CharClass) -> TaggedOutside:
                 j += 1
             first_chars.append(ch)
             if ord(ch) in every:
-                kids.append((char_set(ch), len(runs)))
+                kids.append((one_char(ch), len(runs)))
                 runs.append((i, j, depth + 1))
             i = j
-        other = every.intersect(char_set("".join(first_chars)).negate())
-        nodes.append((final, other, tuple(kids)))
+        nodes.append((final, _leaving(every, "".join(first_chars)), tuple(kids)))
     return TaggedOutside(every, tuple(nodes))
+
+
+@functools.lru_cache(maxsize=4096)
+def _leaving(every: CharClass, kids: str) -> CharClass:
+    """The characters of ``every`` that leave a trie node whose children start with ``kids``."""
+    return every.intersect(char_set(kids).negate())
 
 
 Tagger = Callable[[Expr], CharClass | TaggedOutside | None]
