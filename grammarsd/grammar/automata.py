@@ -49,7 +49,7 @@ import numpy as np
 
 from grammarsd.errors import GrammarError, GrammarTooLargeError
 from grammarsd.grammar._canonical import canonical, product, subset_construction
-from grammarsd.grammar.encodings import expand_excluding, one_char
+from grammarsd.grammar.encodings import expand_excluding, leaving_class, one_char
 from grammarsd.grammar.ir import (
     EMPTY,
     MAX_CODE_POINT,
@@ -64,7 +64,6 @@ from grammarsd.grammar.ir import (
     Ref,
     Repeat,
     Seq,
-    char_set,
     chars,
     children,
     choice,
@@ -127,14 +126,8 @@ def tagged_outside(words: tuple[str, ...], every: CharClass) -> TaggedOutside:
                 kids.append((one_char(ch), len(runs)))
                 runs.append((i, j, depth + 1))
             i = j
-        nodes.append((final, _leaving(every, "".join(first_chars)), tuple(kids)))
+        nodes.append((final, leaving_class(every, "".join(first_chars)), tuple(kids)))
     return TaggedOutside(every, tuple(nodes))
-
-
-@functools.lru_cache(maxsize=4096)
-def _leaving(every: CharClass, kids: str) -> CharClass:
-    """The characters of ``every`` that leave a trie node whose children start with ``kids``."""
-    return every.intersect(char_set(kids).negate())
 
 
 Tagger = Callable[[Expr], CharClass | TaggedOutside | None]

@@ -145,6 +145,7 @@ def decoded_class(expr: Expr) -> CharClass | None:
     return hit[1] if hit is not None and hit[0] is expr else None
 
 
+@functools.lru_cache(maxsize=1024)
 def strings_outside(excluded: tuple[str, ...], char: Expr, char_class: CharClass,
                     min_len: int = 0, max_len: int | None = None) -> Expr:
     """The JSON string bodies decoding to ``min_len..max_len`` characters from ``char_class``,
@@ -153,14 +154,8 @@ def strings_outside(excluded: tuple[str, ...], char: Expr, char_class: CharClass
 
     Built from the trie of ``excluded``: at each trie node either stop (if that node is not an
     excluded word), leave the trie with a character that has no child, or follow a child.
-    Cached: an object's other keys are asked for at every place the object is used.
+    Cached: a string constraint is asked for at every place its schema is used.
     """
-    return _strings_outside(excluded, char, char_class, min_len, max_len)
-
-
-@functools.lru_cache(maxsize=1024)
-def _strings_outside(excluded: tuple[str, ...], char: Expr, char_class: CharClass,
-                     min_len: int, max_len: int | None) -> Expr:
     if max_len is not None and min_len > max_len:
         return NOTHING
     trie: dict = {}
@@ -180,7 +175,7 @@ def _words_outside(node: dict, depth: int, char: Expr, char_class: CharClass, mi
         parts.append(EMPTY)
     if max_len is None or depth < max_len:
         kids = [k for k in node if k]
-        other = _outside(char_class, "".join(kids))
+        other = leaving_class(char_class, "".join(kids))
         lo = max(0, min_len - depth - 1)
         hi = None if max_len is None else max_len - depth - 1
         if not other.is_empty:
@@ -204,10 +199,10 @@ def one_char(ch: str) -> CharClass:
 
 
 @functools.lru_cache(maxsize=4096)
-def _outside(char_class: CharClass, kids: str) -> CharClass:
-    """The characters of ``char_class`` not in ``kids`` (a trie node's way out)."""
+def leaving_class(char_class: CharClass, kids: str) -> CharClass:
+    """The characters of ``char_class`` not in ``kids``: a trie node's way out of the trie."""
     return char_class.intersect(char_set(kids).negate())
 
 
 __all__ = ["RAW_OK", "SHORT_ESCAPES", "class_expr", "decoded_class", "encode_class",
-           "expand_excluding", "one_char", "strings_outside"]
+           "expand_excluding", "leaving_class", "one_char", "strings_outside"]
