@@ -19,6 +19,8 @@ import pytest
 import grammarsd as gs
 from grammarsd.api.decorators import Tool, choose_tool, grammar, json_string_body, tools_grammar
 from grammarsd.api.models import LoadedModel
+from grammarsd.errors import GrammarError
+from grammarsd.grammar import ir
 from grammarsd.grammar.regex import grammar_from_regex
 from grammarsd.matcher.reference import ReferenceRecognizer
 
@@ -157,6 +159,13 @@ def test_json_string_body_escapes_exactly() -> None:
     # and nothing that is not a canonical body: a raw quote, a raw control char
     assert not accepts('"')
     assert not accepts("\n")
+
+
+@pytest.mark.parametrize("body", [ir.Excluding(("a",), ir.ANY_CHAR), ir.Capped(ir.lit("a"), 1)],
+                         ids=["excluding", "capped"])
+def test_json_string_body_refuses_what_is_a_json_body_already(body: ir.Expr) -> None:
+    with pytest.raises(GrammarError, match="cannot be escaped"):
+        json_string_body(ir.Grammar.single(ir.seq(ir.lit("<"), body)))
 
 
 # -- with the tiny model -----------------------------------------------------------------------
