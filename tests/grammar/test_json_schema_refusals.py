@@ -310,3 +310,18 @@ def test_contradictory_lengths_beside_excluded_values_are_an_empty_string_set() 
     schema = {"anyOf": [{"type": "string", "minLength": 5, "maxLength": 3,
                          "not": {"enum": ["abcd"]}}, {"type": "integer"}]}
     assert_matches_jsonschema(schema, ["", "abc", "abcd", "abcde", 1, 7])
+
+
+@pytest.mark.parametrize(("length", "cycle", "why"), [
+    (3, True, "a cycle of \\$ref"), (150, False, "a chain of more than 100 \\$ref")])
+def test_ref_cycles_and_overlong_chains_are_refused_by_name(length: int, cycle: bool,
+                                                            why: str) -> None:
+    defs: dict[str, Any] = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(length)}
+    defs[f"d{length}"] = {"$ref": "#/$defs/d0"} if cycle else {"type": "string"}
+    with pytest.raises(SchemaUnsupportedError, match=why) as exc:
+        schema_to_grammar({"$defs": defs, "$ref": "#/$defs/d0"})
+    assert exc.value.keyword == "$ref" and exc.value.pointer.startswith("/$defs/d")
+    # a long chain that ends is fine
+    defs = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(60)} | {"d60": {"type": "null"}}
+    assert ReferenceRecognizer(schema_to_grammar({"$defs": defs, "$ref": "#/$defs/d0"})).accepts(
+        "null")

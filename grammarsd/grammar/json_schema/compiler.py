@@ -198,6 +198,7 @@ _CHAR = Ref("char")  # the rule for one JSON-encoded character of a string
 #: Up to this many keys, an object in enum/const is accepted in any key order (any_order=True
 #: or "auto").
 _MAX_PERMUTED_KEYS = 5
+_MAX_REF_CHAIN = 100  # schemas that are only a ``$ref``, followed in a row
 # A string constraint's automaton becomes a regular expression (one terminal) while state
 # elimination stays within these bounds (IR nodes before JSON encoding, nesting depth);
 # otherwise right-linear rules (see ``_Lowering._dfa_rules``).
@@ -352,15 +353,18 @@ class _Lowering:
 
     def peel(self, node: _Node) -> _Node:
         """Follow ``$ref`` through schemas that are nothing else (so memo keys are shared)."""
-        seen = 0
+        seen = {id(node.schema)}
         vocab = self.draft.vocabulary
         while isinstance(node.schema, dict) and "$ref" in node.schema and (
             self.draft.year <= 7 or not (set(node.schema) & vocab) - {"$ref"}
         ):
             node = self.deref(node)
-            seen += 1
-            if seen > 100:
-                raise self.refuse("$ref", node.pointer, "chain of $ref does not end")
+            if id(node.schema) in seen:
+                raise self.refuse("$ref", node.pointer, "a cycle of $ref with no schema on it")
+            seen.add(id(node.schema))
+            if len(seen) > _MAX_REF_CHAIN:
+                raise self.refuse("$ref", node.pointer,
+                                  f"a chain of more than {_MAX_REF_CHAIN} $ref")
         return node
 
     def interned(self, schema: dict[str, Any]) -> dict[str, Any]:
