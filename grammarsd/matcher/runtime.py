@@ -217,15 +217,18 @@ class MaskCache:
         self._sig_label = np.full(tables.dfa_trans.shape[0], -1, dtype=np.int32)
         self._sig_order = np.empty(_SIG_MAX_STATES, dtype=np.int32)
         self._sig_out = np.empty(_SIG_MAX_INTS, dtype=np.int32)
+        owned = (self._steps, self._rad, self._rad_utf8, self._sig_ok, self._sig_label,
+                 self._sig_order, self._sig_out)  # fmt: skip
+        self._owned_nbytes = sum(a.nbytes for a in owned)
+        self._arrays_nbytes = sum(a.nbytes for a in self.arrays)
 
     @property
     def nbytes(self) -> int:
-        """Bytes of what the cache owns besides its rows (``arrays``): per-state step sets and
-        radii and signature buffers (the row builders' vocabulary-sized scratch is per thread,
-        ``_scratch``)."""
-        owned = (self._steps, self._rad, self._rad_utf8, self._sig_ok, self._sig_label,
-                 self._sig_order, self._sig_out)  # fmt: skip
-        return sum(a.nbytes for a in owned)
+        """Bytes the cache holds: its rows (``arrays``, counted as they are published), per-state
+        step sets and radii and signature buffers (the row builders' vocabulary-sized scratch
+        is per thread, ``_scratch``). A sum kept up to date, not a walk: ``CompileCache`` asks
+        every entry on every insertion."""
+        return self._owned_nbytes + self._arrays_nbytes
 
     @property
     def num_states(self) -> int:
@@ -463,6 +466,7 @@ class MaskCache:
             # a kernel running on the old snapshot must never see an index entry pointing past
             # its arrays: publish the new arrays with a fresh index
             self.arrays = new._replace(index=c.index.copy())
+            self._arrays_nbytes = sum(a.nbytes for a in self.arrays)
         self._n_rows += 1
         return self._n_rows - 1
 
@@ -559,6 +563,12 @@ class Runtime:
         )
         self.context = K.new_context(self.tables, self.vocab_args)
         self.whitespace = whitespace_runs(info, t.ws_bound) if t.ws_bound else None
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes this runtime adds to its compiled grammar: the mask cache, and ``dfa_info``
+        (the kernel tables' other arrays are the grammar's own)."""
+        return self.tables.dfa_info.nbytes + self.cache.nbytes
 
 
 _LOCK = threading.Lock()

@@ -95,3 +95,22 @@ def test_memory_bytes_counts_the_mask_cache_but_not_the_shared_scratch() -> None
     mine = R._scratch((info.vocab_size + 31) // 32, info.vocab_size, trie.num_nodes)
     other.matcher().allowed_token_ids()
     assert R._scratch((info.vocab_size + 31) // 32, info.vocab_size, trie.num_nodes) is mine
+
+
+def test_memory_bytes_follows_the_mask_cache_arrays_as_they_grow() -> None:
+    """``memory_bytes`` keeps a running sum, not a walk: it must move exactly as the cache's
+    published arrays do (the rest of what it counts never changes)."""
+    from grammarsd.matcher.runtime import runtime
+
+    compiled = gs.compile_json_schema(SCHEMA, VOCAB, cache=False)
+    m = compiled.matcher()
+    cache = runtime(compiled).cache
+    rest = compiled.memory_bytes() - sum(a.nbytes for a in cache.arrays)
+    sizes = set()
+    for piece in [b"{", b'"a', b'":', b"12", b",", b'"', b"b", b'":', b'"a', b'"', b"}"]:
+        m.allowed_token_ids()
+        assert m.accept_token(PIECES.index(piece))
+        arrays = sum(a.nbytes for a in cache.arrays)
+        sizes.add(arrays)
+        assert compiled.memory_bytes() == rest + arrays
+    assert len(sizes) > 1  # the arrays did grow on the way
