@@ -237,6 +237,12 @@ class Excluding(_CachedHash):
         if not self.words or list(self.words) != sorted(set(self.words)):
             raise ValueError(f"Excluding needs sorted, distinct words: {self.words!r}")
 
+    @property
+    def is_empty(self) -> bool:
+        """No string at all: over the empty class only ``""`` is a string, and it is a word
+        (over any other class there are infinitely many strings, and finitely many words)."""
+        return self.chars.is_empty and "" in self.words
+
     def __str__(self) -> str:
         listed = ", ".join(json.dumps(w, ensure_ascii=False) for w in self.words)
         return f"excluding({listed}; {self.chars})"

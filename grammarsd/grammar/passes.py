@@ -84,8 +84,8 @@ def _productive(expr: Expr, known: set[str]) -> bool:
         return expr.min == 0 or _productive(expr.item, known)
     if isinstance(expr, Capped):
         return _productive(expr.item, known)
-    if isinstance(expr, Excluding):  # finitely many words out of infinitely many strings
-        return True
+    if isinstance(expr, Excluding):
+        return not expr.is_empty
     return expr.name in known
 
 

@@ -14,6 +14,7 @@ from grammarsd.grammar.encodings import expand_excluding
 from grammarsd.grammar.ir import (
     ANY_CHAR,
     NOTHING,
+    CharClass,
     Excluding,
     Expr,
     Grammar,
@@ -173,9 +174,13 @@ def test_nullable_rules_by_hand() -> None:
     )
 
 
+@pytest.mark.parametrize("cls", [ANY_CHAR, chars([])], ids=["any", "none"])
 @pytest.mark.parametrize("words", [("",), ("", "a"), ("a",), ("ab", "b")], ids=str)
-def test_an_excluding_leaf_is_nullable_and_productive_as_its_expansion(words: tuple) -> None:
-    leaf = Excluding(words, ANY_CHAR)
+def test_an_excluding_leaf_is_nullable_and_productive_as_its_expansion(words: tuple,
+                                                                       cls: CharClass) -> None:
+    leaf = Excluding(words, cls)
     assert nullable(leaf) == nullable(expand_excluding(leaf)) == ReferenceRecognizer(
         Grammar.single(leaf)).accepts("")
-    assert productive_rules(Grammar.single(seq(lit("<"), leaf))) == {"start"}
+    expanded = productive_rules(Grammar.single(seq(lit("<"), expand_excluding(leaf))))
+    assert productive_rules(Grammar.single(seq(lit("<"), leaf))) == expanded
+    assert expanded == (set() if cls.is_empty and "" in words else {"start"})

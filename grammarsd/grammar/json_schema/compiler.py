@@ -1282,7 +1282,8 @@ def _split_interval(lo: Decimal | None, lo_s: bool, hi: Decimal | None, hi_s: bo
 
 
 def _has_empty_class(root: Expr) -> bool:
-    """True iff an empty ``CharClass`` occurs inside ``root`` (see ``_dead_parts``)."""
+    """True iff an empty ``CharClass`` or ``Excluding`` occurs inside ``root`` (see
+    ``_dead_parts``)."""
     return bool(_dead_parts(root) & _EMPTY_CLASS)
 
 
@@ -1292,8 +1293,9 @@ _LEAVES = (Literal, CharClass, Ref, Excluding)
 
 def _dead_parts(root: Expr) -> int:
     """The kinds of part that derive nothing whatever the rules, as bits: an empty ``CharClass``
-    (``_EMPTY_CLASS``) or ``NOTHING`` (``_EMPTY_CHOICE``) inside ``root``. Kept on each
-    composite node, so a node shared by many rules (and compilations) is looked at once."""
+    or ``Excluding`` (``_EMPTY_CLASS``) or ``NOTHING`` (``_EMPTY_CHOICE``) inside ``root``.
+    Kept on each composite node, so a node shared by many rules (and compilations) is looked
+    at once."""
     if isinstance(root, _LEAVES):
         return _dead_leaf(root)
     hit = root.__dict__.get("_dead")
@@ -1307,7 +1309,7 @@ def _dead_parts(root: Expr) -> int:
         pending = []
         for k in kids:
             if isinstance(k, _LEAVES):  # ``_dead_leaf``, inlined: this runs per IR node
-                if isinstance(k, CharClass) and not k.ranges:
+                if isinstance(k, (CharClass, Excluding)) and k.is_empty:
                     dead |= _EMPTY_CLASS
             elif (known := k.__dict__.get("_dead")) is not None:
                 dead |= known
@@ -1322,7 +1324,7 @@ def _dead_parts(root: Expr) -> int:
 
 
 def _dead_leaf(e: Literal | CharClass | Ref | Excluding) -> int:
-    return _EMPTY_CLASS if isinstance(e, CharClass) and not e.ranges else 0
+    return _EMPTY_CLASS if isinstance(e, (CharClass, Excluding)) and e.is_empty else 0
 
 
 def _prune(rules: dict[str, Expr]) -> dict[str, Expr]:
@@ -1417,8 +1419,8 @@ class _Productive:
             return any(self.derives(i) for i in e.items)
         if isinstance(e, Capped):  # ``_max_length`` caps only where a word is short enough
             return self.derives(e.item)
-        if isinstance(e, Excluding):  # finitely many words out of infinitely many strings
-            return True
+        if isinstance(e, Excluding):
+            return not e.is_empty
         assert isinstance(e, Repeat)
         return e.min == 0 or self.derives(e.item)
 
@@ -1437,7 +1439,7 @@ class _Productive:
         out = e
         if isinstance(e, Ref):
             out = e if e.name in self.productive else NOTHING
-        elif isinstance(e, CharClass):
+        elif isinstance(e, (CharClass, Excluding)):
             out = e if not e.is_empty else NOTHING
         elif isinstance(e, (Seq, Choice)):
             items = [self.rewrite(i) for i in e.items]
