@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
 from grammarsd.compiler.tables import CompileLimits, EarleyTables, build_tables
@@ -53,15 +54,17 @@ class CompiledGrammar:
         """Bytes held by the tables and by the lazily grown mask cache (the trie is shared; the
         grammar IR, about a quarter more on MaskBench, is not counted). Cheap: ``CompileCache``
         asks every entry on every insertion."""
-        total = self.runtime_slot.get("tables_nbytes")
-        if total is None:  # the tables never change
-            total = self.runtime_slot["tables_nbytes"] = sum(
-                getattr(self.tables, f).nbytes
-                for f in self.tables.__dataclass_fields__
-                if hasattr(getattr(self.tables, f), "nbytes")
-            )
         rt = self.runtime_slot.get("runtime")
-        return total if rt is None else total + rt.nbytes
+        return self._tables_nbytes if rt is None else self._tables_nbytes + rt.nbytes
+
+    @cached_property
+    def _tables_nbytes(self) -> int:
+        """The tables' arrays (they never change)."""
+        return sum(
+            getattr(self.tables, f).nbytes
+            for f in self.tables.__dataclass_fields__
+            if hasattr(getattr(self.tables, f), "nbytes")
+        )
 
     def matcher(self) -> GrammarMatcher:
         """A fresh matcher at the start of the language."""
