@@ -34,7 +34,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grammarsd.compiler.lexer import ByteDFA, RuleSet, _counted, _finish, build_byte_dfa
+from grammarsd.compiler.lexer import (
+    ByteDFA,
+    RuleSet,
+    _counted,
+    _excluding,
+    _finish,
+    build_byte_dfa,
+)
 from grammarsd.errors import GrammarTooLargeError
 from grammarsd.grammar._canonical import column_classes, subset_construction
 from grammarsd.grammar.encodings import decoded_class
@@ -288,7 +295,9 @@ class DfaCache:
     def _worth_composing(self, expr: Expr, max_states: int) -> bool:
         """Whether ``COMPOSE`` lets ``expr`` be composed: under ``"reused"``, iff one of its
         string parts was met before; the new ones are remembered as met, for the next
-        terminal. A terminal without string parts is cheap to build directly."""
+        terminal. A terminal without string parts is cheap to build directly; one with a key
+        complement part (``lexer._excluding``) is composed at once, since that part's own DFA is
+        built from its trie, at a fraction of reading it inside the whole terminal."""
         if COMPOSE != "reused":
             return COMPOSE == "always"
         met: set[int] = set()
@@ -304,7 +313,7 @@ class DfaCache:
                 stack.extend(children(e))
             elif _opaque(e):
                 key = (fingerprint(e), max_states)
-                if ("part", *key) in self._items or key in self._seen:
+                if ("part", *key) in self._items or key in self._seen or _excluding(e):
                     reused = True
                 else:
                     new.append(key)

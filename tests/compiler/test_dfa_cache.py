@@ -192,6 +192,23 @@ def test_reused_string_parts_turn_composition_on(monkeypatch: pytest.MonkeyPatch
     assert composed == [second, third]
 
 
+def test_a_key_complement_part_is_composed_when_first_met(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built from its trie, the part is cheaper than reading it inside the whole terminal."""
+    monkeypatch.setattr(dfa_cache, "COMPOSE", "reused")
+    composed: list[Expr] = []
+    cache = DfaCache()
+    real = cache._compose
+
+    def spy(expr: Expr, max_states: int) -> object:
+        composed.append(expr)
+        return real(expr, max_states)
+
+    monkeypatch.setattr(cache, "_compose", spy)
+    member = Seq((_quoted(Excluding(("id", "name", "\u00e9"), ANY_CHAR)), WS, Literal(":")))
+    assert _same(cache.get(member, 50_000), _direct_dfa(member))
+    assert composed == [member]
+
+
 def test_composition_keeps_the_state_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dfa_cache, "COMPOSE", "always")
     many = Seq(tuple(Literal(f"k{i}") for i in range(200)))  # ~600 NFA states

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import grammarsd as gs
 from grammarsd.compiler.lexer import ByteDFA, build_byte_dfa, byte_dfa_from_char_dfa
 from grammarsd.compiler.tables import CompileLimits, build_tables
+from grammarsd.errors import GrammarTooLargeError
 from grammarsd.grammar.automata import CharDFA
 from grammarsd.grammar.encodings import decoded_class, encode_class, expand_excluding
 from grammarsd.grammar.ir import (
@@ -151,16 +152,26 @@ def excluding_lexeme(words: list[str], cls: CharClass) -> Expr:
     return seq(lit('"'), Excluding(tuple(sorted(words)), cls), lit('"'))
 
 
+# an Excluding leaf alone or quoted is built from the string body's DFA (``_excluding_dfa``);
+# inside a longer lexeme the tagged table reads it (``automata.TaggedOutside``)
+CONTEXTS = {
+    "alone": lambda leaf: leaf,
+    "quoted": lambda leaf: seq(lit('"'), leaf, lit('"')),
+    "in a lexeme": lambda leaf: seq(lit('"'), leaf, lit('"'), repeat(char_set(" "), 0, 2), lit(":")),
+}
+
+
+@pytest.mark.parametrize("context", list(CONTEXTS))
 @pytest.mark.parametrize("words", list(WORD_SETS))
 @pytest.mark.parametrize("name", ["letters", "astral", "any"])
 def test_excluding_read_from_its_trie_equals_its_expansion(
-        words: str, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        words: str, name: str, context: str, monkeypatch: pytest.MonkeyPatch) -> None:
     leaf = Excluding(tuple(sorted(WORD_SETS[words])), CLASSES[name])
     with monkeypatch.context() as m:  # the expanding fallback is not taken
         m.setattr(CharDFA, "from_expr", None)
-        fast = build_byte_dfa(seq(lit('"'), leaf, lit('"')), nonempty=True)
+        fast = build_byte_dfa(CONTEXTS[context](leaf), nonempty=True)
     # the oracle: the trie spelled as IR (encodings), built as a plain Thompson NFA
-    slow = expanded_path(seq(lit('"'), expand_excluding(leaf), lit('"')))
+    slow = expanded_path(CONTEXTS[context](expand_excluding(leaf)))
     assert np.array_equal(fast.trans, slow.trans) and np.array_equal(fast.accept, slow.accept)
 
 
@@ -181,6 +192,14 @@ def test_excluding_matches_iff_json_decodes_to_another_string(words: str,
     for word in listed:  # and every word, in both spellings json.dumps writes, is refused
         for ascii_only in (True, False):
             assert not dfa.matches(json.dumps(word, ensure_ascii=ascii_only).encode())
+
+
+def test_excluding_past_the_state_bound_is_refused_as_too_large() -> None:
+    words = tuple(sorted({f"{i:03d}{'abcdefghij'[i % 10]}" * 3 for i in range(100)}))
+    quoted = seq(lit('"'), Excluding(words, ANY_CHAR), lit('"'))
+    size = build_byte_dfa(quoted, nonempty=True).num_states
+    with pytest.raises(GrammarTooLargeError):
+        build_byte_dfa(quoted, nonempty=True, max_states=size // 2)
 
 
 def test_long_bounded_string_stays_small_and_fast() -> None:
