@@ -173,7 +173,8 @@ def test_composed_random_trees_equal_the_direct_construction(expr: Expr) -> None
     assert _same(composed, _direct_dfa(expr))
 
 
-def test_reused_string_parts_turn_composition_on(monkeypatch: pytest.MonkeyPatch) -> None:
+def _watched_cache(monkeypatch: pytest.MonkeyPatch) -> tuple[DfaCache, list[Expr]]:
+    """A fresh cache under ``COMPOSE = "reused"``, and the terminals it composes."""
     monkeypatch.setattr(dfa_cache, "COMPOSE", "reused")
     composed: list[Expr] = []
     cache = DfaCache()
@@ -184,6 +185,11 @@ def test_reused_string_parts_turn_composition_on(monkeypatch: pytest.MonkeyPatch
         return real(expr, max_states)
 
     monkeypatch.setattr(cache, "_compose", spy)
+    return cache, composed
+
+
+def test_reused_string_parts_turn_composition_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    cache, composed = _watched_cache(monkeypatch)
     first, second, third = (_prop(k, _quoted(URI_BODY)) for k in ("a", "b", "c"))
     own_key = Seq((_quoted(KEY_BODY), WS, Literal(":")))
     for expr in (first, own_key, second, third):
@@ -194,16 +200,7 @@ def test_reused_string_parts_turn_composition_on(monkeypatch: pytest.MonkeyPatch
 
 def test_a_key_complement_part_is_composed_when_first_met(monkeypatch: pytest.MonkeyPatch) -> None:
     """Built from its trie, the part is cheaper than reading it inside the whole terminal."""
-    monkeypatch.setattr(dfa_cache, "COMPOSE", "reused")
-    composed: list[Expr] = []
-    cache = DfaCache()
-    real = cache._compose
-
-    def spy(expr: Expr, max_states: int) -> object:
-        composed.append(expr)
-        return real(expr, max_states)
-
-    monkeypatch.setattr(cache, "_compose", spy)
+    cache, composed = _watched_cache(monkeypatch)
     member = Seq((_quoted(Excluding(("id", "name", "\u00e9"), ANY_CHAR)), WS, Literal(":")))
     assert _same(cache.get(member, 50_000), _direct_dfa(member))
     assert composed == [member]
