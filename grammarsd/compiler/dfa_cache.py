@@ -30,6 +30,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,6 +107,16 @@ def rules_digest(rules: RuleSet) -> bytes:
         digest.update(f"{name}\0{group}\0".encode())
         digest.update(fingerprint(body))
     return digest.digest()
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A rewrite of terminal expressions applied before their DFA is built (``DfaCache.get``),
+    named by ``tag`` in the cache key: a function of the expression alone, the same for every
+    rewrite with this tag."""
+
+    tag: bytes
+    rewrite: Callable[[Expr], Expr]
 
 
 @dataclass(frozen=True)
@@ -246,15 +257,19 @@ class DfaCache:
         self._lock = threading.Lock()
 
     def get(self, expr: Expr, max_states: int, rules: RuleSet = (),
-            digest: bytes | None = None) -> PackedDfa:
+            digest: bytes | None = None, variant: Variant | None = None) -> PackedDfa:
         """The DFA of ``expr`` (``build_byte_dfa(expr, nonempty=True, ...)``), packed as the
         tables take it (``tables._place``); ``digest`` is ``rules_digest(rules)`` where the
-        caller keeps it."""
+        caller keeps it. With a ``variant``, the DFA of ``variant.rewrite(expr)``, keyed by
+        ``expr`` and the variant's tag: the rewrite runs only on a miss."""
         if digest is None:
             digest = rules_digest(rules)
-        key = ("terminal", fingerprint(expr) + digest, max_states)
+        tag = b"" if variant is None else variant.tag
+        key = ("terminal", fingerprint(expr) + digest + tag, max_states)
         packed = self._lookup(key)
         if packed is None:
+            if variant is not None:
+                expr = variant.rewrite(expr)
             if not rules and _flattened(expr) and _counted(expr) is None and (
                     self._worth_composing(expr, max_states)):
                 dfa = _finish(self._compose(expr, max_states), True, max_states)
@@ -407,4 +422,4 @@ class DfaCache:
 DFA_CACHE = DfaCache()
 """The process-wide cache ``tables.build_tables`` uses."""
 
-__all__ = ["COMPOSE", "DFA_CACHE", "DfaCache", "PackedDfa", "fingerprint", "rules_digest"]
+__all__ = ["COMPOSE", "DFA_CACHE", "DfaCache", "PackedDfa", "Variant", "fingerprint", "rules_digest"]

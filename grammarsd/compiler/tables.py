@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from grammarsd.compiler.dfa_cache import DFA_CACHE, PackedDfa, rules_digest
+from grammarsd.compiler.dfa_cache import DFA_CACHE, PackedDfa, Variant, rules_digest
 from grammarsd.compiler.lexer import RuleSet
 from grammarsd.errors import EmptyLanguageError, GrammarError, GrammarTooLargeError
 from grammarsd.grammar.encodings import decoded_class
@@ -651,6 +651,7 @@ class _Lowering:
         self.unlexable: set[Expr] = set()  # lexemes with rule groups whose DFA passed the limits
         self.dropped_groups: set[int] = set()  # groups back in the parser (their DFA was too big)
         self._regular_memo: dict[int, tuple[Expr, Expr | None]] = {}  # id -> (expr, regular_expr)
+        self._seq_memo: dict[int, tuple[Seq, list[object]]] = {}  # id -> (Seq, production)
         self._rules_memo: dict[int, tuple[Expr, frozenset[str]]] = {}  # id -> (expr, rules_of)
         self._rule_sets: dict[frozenset[str], tuple[RuleSet, bytes]] = {}  # see ``rule_set``
         self.one_terminal: set[Expr] = set()  # big repeats lexed whole: see ``symbol``
@@ -804,6 +805,7 @@ class _Lowering:
                 raise
             self.unlexable.add(expr)
             self._regular_memo.clear()
+            self._seq_memo.clear()
             if isinstance(expr, Ref):
                 self.dropped_groups.add(self.analysis.groups[expr.name][0])
             return None
@@ -924,9 +926,15 @@ class _Lowering:
         return None if any(p is None for p in parts) else _rebuild(expr, parts)  # type: ignore[arg-type]
 
     def alternatives(self, expr: Expr) -> list[list[object]]:
-        """The productions (symbol sequences) of a rule body."""
+        """The productions (symbol sequences) of a rule body.
+
+        A non-regular ``Seq`` is lowered once per distinct value: an object's member automaton
+        repeats "comma, member ``j``, state after ``j``" in the body of every state before
+        ``j`` (``json_schema.objects``), each built apart but equal."""
         if isinstance(expr, Choice) and self.regular_expr(expr) is None:
             return [alt for item in expr.items for alt in self.alternatives(item)]
+        if isinstance(expr, Seq) and (hit := self._seq_memo.get(id(expr))) is not None:
+            return [hit[1]]
         if isinstance(expr, Seq) and self.regular_expr(expr) is None:
             syms: list[object] = []
             run: list[Expr] = []  # adjacent regular items become one terminal
@@ -938,6 +946,7 @@ class _Lowering:
                 run = []
                 syms.append(self.symbol(item))
             syms.extend(self.run_symbols(run))
+            self._seq_memo[id(expr)] = (expr, syms)
             return [syms]
         return [[self.symbol(expr)]]
 
@@ -1200,10 +1209,11 @@ def build_tables(
     if whitespace is not None and whitespace.rule in grammar.rules:
         open_gaps = _OpenGaps(grammar, whitespace)
 
+    # rule groups keep their gaps bounded: bounded twice is still exact
+    opened = None if open_gaps is None else Variant(f"open{open_gaps.bound}".encode(), open_gaps)
+
     def dfa_builder(expr: Expr, rules: RuleSet, rules_digest: bytes) -> PackedDfa:
-        if open_gaps is not None:  # rule groups keep theirs: bounded twice is still exact
-            expr = open_gaps(expr)
-        return DFA_CACHE.get(expr, limits.max_dfa_states, rules, rules_digest)
+        return DFA_CACHE.get(expr, limits.max_dfa_states, rules, rules_digest, opened)
 
     low = _Lowering(grammar, limits, dfa_builder)
     top = low.new_nt("<start>")

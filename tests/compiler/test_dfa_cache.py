@@ -71,6 +71,26 @@ def test_equal_structure_shares_an_entry(monkeypatch: pytest.MonkeyPatch) -> Non
     assert again.matches(b"kyabcz") and not again.matches(b"kyabcaz")
 
 
+def test_a_variant_is_built_from_its_rewrite_and_rewritten_only_on_a_miss() -> None:
+    rewrites: list[Expr] = []
+
+    def star(expr: Expr) -> Expr:  # a stand-in for the tables' opened whitespace gaps
+        rewrites.append(expr)
+        assert isinstance(expr, Repeat)
+        return Repeat(expr.item, expr.min, None)
+
+    cache = DfaCache()
+    bounded = Repeat(Literal("ab"), 1, 2)
+    opened = cache.get(bounded, 1_000, variant=dfa_cache.Variant(b"star", star)).unpack()
+    again = cache.get(Repeat(Literal("ab"), 1, 2), 1_000,
+                      variant=dfa_cache.Variant(b"star", star)).unpack()
+    assert len(rewrites) == 1  # the second lookup hit: no rewrite
+    assert np.array_equal(opened.trans, again.trans)
+    assert opened.matches(b"ababab")  # the rewrite's language, not the expression's
+    plain = cache.get(bounded, 1_000).unpack()  # negative control: no variant, no rewrite
+    assert len(rewrites) == 1 and not plain.matches(b"ababab") and plain.matches(b"abab")
+
+
 def testfingerprints_separate_what_differs() -> None:
     exprs: list[Expr] = [Literal("ab"), Literal("ba"), chars([(97, 98)]), Ref("ab"),
                          Repeat(Literal("ab"), 0, 2), Repeat(Literal("ab"), 0, None),
