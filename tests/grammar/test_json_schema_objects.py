@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grammarsd.errors import SchemaUnsupportedError
+from grammarsd.grammar.ir import Choice, Seq
 from grammarsd.grammar.json_schema import JsonSchemaOptions, schema_to_grammar
 from grammarsd.matcher.reference import ReferenceRecognizer
 
@@ -68,6 +69,21 @@ def test_five_hundred_keys_lower_without_deep_recursion() -> None:
     assert schema_to_grammar(schema).rules
     with pytest.raises(SchemaUnsupportedError, match="more than 400 object states"):
         schema_to_grammar(schema, options=JsonSchemaOptions(max_object_states=400))
+
+
+def test_every_state_offers_one_shared_step_per_key() -> None:
+    """In schema order every state before optional key ``j`` offers the step to ``j`` (and each
+    may close the object): written once and shared, so the analyses after the lowering walk n
+    steps, not n**2 / 2."""
+    n = 40
+    schema = {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(n)}}
+    rules = schema_to_grammar(schema, options=JsonSchemaOptions(any_order=False)).rules
+    steps = [alt for name, body in rules.items() if name.startswith("obj")
+             and isinstance(body, Choice) for alt in body.items if isinstance(alt, Seq)]
+    assert len(steps) > n * (n - 1) // 2  # every state's own list of steps ...
+    # ... over one object per step: to each key (and to another key) with a comma and without,
+    # the close, and the few of the other keys' value (any JSON, objects included)
+    assert len({id(step) for step in steps}) <= 2 * (n + 1) + 5
 
 
 def test_hand_picked_orders(recognizers: dict[str, ReferenceRecognizer]) -> None:

@@ -85,7 +85,9 @@ class _ObjectBuilder:
         # in schema order only keys that matter later (required / dependencies) are tracked
         self.tracked = self.required | {k for key, deps in m.dep_required for k in [key, *deps]}
         self.comma = self.layout.comma(level)
+        self.close = self.layout.close("}", level)  # one object, shared by the states
         self.states: dict[tuple[Any, ...], Ref] = {}  # one Ref per state, however often used
+        self.steps: dict[tuple[Expr, Expr, Ref], Expr] = {}  # see ``_step``
         self.todo: list[tuple[Ref, Callable[[], Expr]]] = []  # named, body still to write
         self.prefix = low._name("obj")
         self.any_order = False  # of the automaton being built
@@ -218,6 +220,7 @@ class _ObjectBuilder:
         for ref in self.states.values():  # only states refer to states: drop them all
             del self.low.rules[ref.name]
         self.states.clear()
+        self.steps.clear()
         self.todo.clear()
         return None
 
@@ -252,7 +255,7 @@ class _ObjectBuilder:
         m = self.m
         alts: list[Expr] = []
         if count > 0 and self._can_end(seen, count, shown):
-            alts.append(self.layout.close("}", self.level))
+            alts.append(self.close)
         if m.max_props is not None and count >= m.max_props:
             return _union(alts)  # full: no member may follow
         lead = self.comma if count > 0 else EMPTY
@@ -269,15 +272,25 @@ class _ObjectBuilder:
             new_seen = seen | {k}
             if not any_order:
                 new_seen = new_seen & self.tracked
-            alts += [seq(lead, member, self._state(new_seen, i if not any_order else -1,
-                                                   False, nxt, shown | more))
+            alts += [self._step(lead, member, self._state(new_seen, i if not any_order else -1,
+                                                          False, nxt, shown | more))
                      for member, more in self.values[i]]
         if self.others and (any_order or self.next_required[last + 1] == len(self.names)):
             last_other = len(self.names) if not any_order else -1
-            alts += [seq(lead, member, self._state(seen, last_other, not any_order, nxt,
-                                                   shown | more))
+            alts += [self._step(lead, member, self._state(seen, last_other, not any_order, nxt,
+                                                          shown | more))
                      for member, more in self.others]
         return _union(alts)
+
+    def _step(self, lead: Expr, member: Expr, state: Ref) -> Expr:
+        """``seq(lead, member, state)``, one object per distinct triple: in schema order every
+        state before optional key ``j`` offers the same step to ``j``, and the analyses after
+        this keep their answers on each node (one walk, not one per state)."""
+        key = (lead, member, state)
+        hit = self.steps.get(key)
+        if hit is None:
+            hit = self.steps[key] = seq(lead, member, state)
+        return hit
 
 
 def _union(alts: list[Expr]) -> Expr:
