@@ -42,6 +42,7 @@ from grammarsd.compiler.lexer import (
     _excluding,
     _finish,
     build_byte_dfa,
+    excluding_head,
 )
 from grammarsd.errors import GrammarTooLargeError
 from grammarsd.grammar._canonical import column_classes, subset_construction
@@ -271,7 +272,7 @@ class DfaCache:
             if variant is not None:
                 expr = variant.rewrite(expr)
             if not rules and _flattened(expr) and _counted(expr) is None and (
-                    self._worth_composing(expr, max_states)):
+                    excluding_head(expr) is None) and self._worth_composing(expr, max_states):
                 dfa = _finish(self._compose(expr, max_states), True, max_states)
             else:
                 dfa = build_byte_dfa(expr, nonempty=True, max_states=max_states, rules=rules)

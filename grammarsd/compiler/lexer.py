@@ -35,7 +35,9 @@ keys) inside a lexeme is read the same way, as the tagged strings outside its wo
 from the words, not from the trie spelled as IR. Alone or quoted (a part of a composed
 terminal, ``compiler.dfa_cache``) it is built at the byte level instead, three to five times
 faster (``_excluding_dfa``): each trie node a copy of the string body's boundary state with its
-children's spellings redirected. Where a plain backslash meets an escape (a literal ``\\``
+children's spellings redirected. Quoted and followed by more (a member's key, colon and what
+follows: ``"\"" excluding "\"" ws ":" ws``), the rest's DFA takes the place of the closing
+quote's final state, which has no way out: one minimisation, no subset construction. Where a plain backslash meets an escape (a literal ``\\``
 beside an encoded character), it falls back to expanding the encodings as IR.
 
 Counted repeats. ``x{m,n}`` of a prefix code ``x`` (one JSON or UTF-8 character) is ``n``
@@ -106,6 +108,7 @@ from grammarsd.grammar.ir import (
     Seq,
     children,
     repeat,
+    seq,
 )
 
 # Multi-byte UTF-8 forms: (lead-byte prefix, continuation bytes, first and last code point).
@@ -203,6 +206,13 @@ def build_byte_dfa(
         dfa = _excluding_dfa(*excluding, nonempty, max_states)
         if dfa is not None:
             return dfa
+    head = None if rules else excluding_head(expr)
+    if head is not None:
+        tail = _tail_dfa(head[1], max_states)
+        if tail.tile is None and tail.char_start is None:
+            dfa = _excluding_dfa(head[0], True, nonempty, max_states, tail)
+            if dfa is not None:
+                return dfa
     if isinstance(expr, Capped):
         item = build_byte_dfa(expr.item, nonempty=nonempty, max_states=max_states, rules=rules)
         if expr.max == 0:  # at most the empty string: nothing to count
@@ -226,6 +236,21 @@ def build_byte_dfa(
             pass  # a plain backslash meets an escape: expand the encodings as IR
     char_dfa = CharDFA.from_expr(expr, max_states=max_states)
     return byte_dfa_from_char_dfa(char_dfa, nonempty=nonempty, max_states=max_states)
+
+
+def excluding_head(expr: Expr) -> tuple[Excluding, Expr] | None:
+    """``(leaf, rest)`` if ``expr`` is an ``Excluding`` leaf between two ``"`` followed by
+    ``rest``: a member of an object's other keys (``build_byte_dfa`` takes it whole)."""
+    if isinstance(expr, Seq) and len(expr.items) > 3 and isinstance(expr.items[1], Excluding) \
+            and expr.items[0] == _QUOTE == expr.items[2]:
+        return expr.items[1], seq(*expr.items[3:])
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _tail_dfa(expr: Expr, max_states: int) -> ByteDFA:
+    """What follows a quoted key complement (the same few, again and again: ``ws ":" ws``)."""
+    return build_byte_dfa(expr, max_states=max_states)
 
 
 def _excluding(expr: Expr) -> tuple[Excluding, bool] | None:
@@ -262,9 +287,10 @@ def _spellings(c: int) -> list[bytes]:
     return out
 
 
-def _excluding_dfa(leaf: Excluding, quoted: bool, nonempty: bool,
-                   max_states: int) -> ByteDFA | None:
-    """The byte DFA of ``leaf`` (``quoted``: between two ``"``) from the words' trie and the DFA
+def _excluding_dfa(leaf: Excluding, quoted: bool, nonempty: bool, max_states: int,
+                   tail: ByteDFA | None = None) -> ByteDFA | None:
+    """The byte DFA of ``leaf`` (``quoted``: between two ``"``, then ``tail`` if given) from the
+    words' trie and the DFA
     of every string body over its class, without the tagged table: each trie node is a copy of
     the body's boundary state in which the spellings of its children's characters lead to the
     children (a spelling's prefix is one state per node, both cases of a hex digit alike) and
@@ -315,12 +341,20 @@ def _excluding_dfa(leaf: Excluding, quoted: bool, nonempty: bool,
     accept = np.zeros(len(table), bool)
     accept[first:shift] = [not final for final, _, _ in trie.nodes]
     accept[shift:prefix_base] = body.accept
-    if quoted:  # an opening quote, and a closing one wherever the body may end
-        table = np.vstack([table, np.full((1, 256), -1, np.int32)])
+    if quoted:  # an opening quote, and a closing one wherever the body may end, to the tail
+        end = len(table)
+        if tail is None:
+            rest, rest_accept = np.full((1, 256), -1, np.int32), np.ones(1, bool)
+        else:  # its start takes the closing quote's final state, which has no way out
+            if end + tail.num_states > max_states:
+                return None
+            rest = np.where(tail.trans < 0, -1, tail.trans + end).astype(np.int32)
+            rest_accept = tail.accept
+        table = np.vstack([table, rest])
         table[0, 0x22] = first
-        table[np.flatnonzero(accept), 0x22] = len(table) - 1
+        table[np.flatnonzero(accept), 0x22] = end
         accept = np.zeros(len(table), bool)
-        accept[-1] = True
+        accept[end:] = rest_accept
     return _finish((table, accept), nonempty, max_states)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -152,12 +153,18 @@ def excluding_lexeme(words: list[str], cls: CharClass) -> Expr:
     return seq(lit('"'), Excluding(tuple(sorted(words)), cls), lit('"'))
 
 
-# an Excluding leaf alone or quoted is built from the string body's DFA (``_excluding_dfa``);
-# inside a longer lexeme the tagged table reads it (``automata.TaggedOutside``)
+# an Excluding leaf alone or quoted (then anything: a member's colon and gaps, here with a loop
+# or nullable) is built from the string body's DFA (``_excluding_dfa``); after something else
+# in a longer lexeme the tagged table reads it (``automata.TaggedOutside``)
 CONTEXTS = {
     "alone": lambda leaf: leaf,
     "quoted": lambda leaf: seq(lit('"'), leaf, lit('"')),
-    "in a lexeme": lambda leaf: seq(lit('"'), leaf, lit('"'), repeat(char_set(" "), 0, 2), lit(":")),
+    "quoted, then more": lambda leaf: seq(lit('"'), leaf, lit('"'), repeat(char_set(" "), 0, None),
+                                          lit(":"), repeat(char_set(" "), 0, 2)),
+    "quoted, then maybe more": lambda leaf: seq(lit('"'), leaf, lit('"'),
+                                                repeat(char_set(" "), 0, 2)),
+    "in a lexeme": lambda leaf: seq(lit(","), lit('"'), leaf, lit('"'), repeat(char_set(" "), 0, 2),
+                                    lit(":")),
 }
 
 
@@ -167,8 +174,14 @@ CONTEXTS = {
 def test_excluding_read_from_its_trie_equals_its_expansion(
         words: str, name: str, context: str, monkeypatch: pytest.MonkeyPatch) -> None:
     leaf = Excluding(tuple(sorted(WORD_SETS[words])), CLASSES[name])
-    with monkeypatch.context() as m:  # the expanding fallback is not taken
-        m.setattr(CharDFA, "from_expr", None)
+    real = CharDFA.from_expr
+
+    def refusing_leaves(expr: Expr, **kwargs: Any) -> CharDFA:
+        assert "excluding(" not in str(expr), "the expanding fallback was taken"
+        return real(expr, **kwargs)  # what follows a quoted leaf, built apart
+
+    with monkeypatch.context() as m:
+        m.setattr(CharDFA, "from_expr", refusing_leaves)
         fast = build_byte_dfa(CONTEXTS[context](leaf), nonempty=True)
     # the oracle: the trie spelled as IR (encodings), built as a plain Thompson NFA
     slow = expanded_path(CONTEXTS[context](expand_excluding(leaf)))
