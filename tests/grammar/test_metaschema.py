@@ -17,6 +17,7 @@ import pytest
 
 from grammarsd.bench import test_suite as judge
 from grammarsd.grammar.json_schema.metaschema import (
+    _fast_check,
     _merged,
     check_schema,
     vocabulary_documents,
@@ -28,23 +29,23 @@ _METADATA = {"$schema", "$id", "$vocabulary", "$dynamicAnchor", "$recursiveAncho
 _WRONG: list[Any] = [5, -1, "x", [], [1], {"type": 3}, True, None, {"a": 1}]
 
 
-def _suite_schemas() -> list[Any]:
+def _suite_schemas(draft: str = "draft2020-12") -> list[Any]:
     found = []
-    for path in judge.suite_files(judge.DEFAULT_SUITE, "draft2020-12"):
+    for path in judge.suite_files(judge.DEFAULT_SUITE, draft):
         found.extend(case["schema"] for case in json.loads(path.read_text()))
     return found
 
 
-def _mutations(schema: Any, rng: random.Random) -> Iterator[Any]:
+def _mutations(schema: Any, rng: random.Random, wrong: list[Any] = _WRONG) -> Iterator[Any]:
     """``schema`` with one value somewhere in it replaced by a wrongly typed one."""
     if isinstance(schema, dict):
         for key, value in schema.items():
-            yield {**schema, key: rng.choice(_WRONG)}
-            for inner in _mutations(value, rng):
+            yield {**schema, key: rng.choice(wrong)}
+            for inner in _mutations(value, rng, wrong):
                 yield {**schema, key: inner}
     elif isinstance(schema, list):
         for i, value in enumerate(schema):
-            for inner in _mutations(value, rng):
+            for inner in _mutations(value, rng, wrong):
                 yield [*schema[:i], inner, *schema[i + 1:]]
 
 
@@ -110,3 +111,53 @@ def test_a_dropped_vocabulary_is_noticed() -> None:
     disagree = sum(
         bool(list(lossy.iter_errors(s))) != bool(list(oracle.iter_errors(s))) for s in CORPUS)
     assert disagree > 20
+
+
+ALL_DRAFTS = [jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator,
+              *MERGED_DRAFTS]
+# values whose verdict turns on a draft's semantics: integers written 1.0, bool versus number,
+# uniqueness with True beside 1, a list where a schema goes
+_EDGES: list[Any] = [1.0, 2.5, 0, [1, True], ["a", "a"], [{}], {"a": [1]}, {"a": ["b", "b"]}]
+
+
+def _edge_corpus() -> list[Any]:
+    rng = random.Random(1)
+    schemas = _suite_schemas() + _suite_schemas("draft7")
+    mutated = [m for s in schemas for m in _mutations(s, rng, _WRONG + _EDGES)]
+    return schemas + rng.sample(mutated, 1000)
+
+
+EDGE_CORPUS = _edge_corpus()
+DRAFT_SENSITIVE: list[Any] = [
+    {"minLength": 1.0},  # an integer from draft 6 on
+    {"minimum": 0, "exclusiveMinimum": True},  # a flag in draft 4, a number after
+    {"items": [{}]},  # a list of schemas up to 2019-09
+    {"enum": [1, 1]},  # distinct values in draft 4
+    {"required": []},  # at least one name in draft 4
+    {"$anchor": "1a"},  # a name by pattern from 2019-09 on, unknown before
+    {"exclusiveMinimum": 1},  # a number from draft 6 on
+]
+# and where the drafts agree, but draft 4 says why through its ``dependencies``
+EDGE_CORPUS += [*DRAFT_SENSITIVE, {"exclusiveMinimum": True}, {"exclusiveMaximum": True}]
+
+
+@pytest.mark.parametrize("validator", ALL_DRAFTS, ids=lambda v: v.__name__)
+def test_the_compiled_metaschema_judges_as_jsonschema(validator: Any) -> None:
+    """``check_schema``'s fast verdict (the metaschema compiled to closures) against the
+    draft's own ``jsonschema`` metaschema validator, over suite schemas of two drafts and
+    mutations of them."""
+    fast = _fast_check(validator)
+    assert fast is not None  # every draft's metaschema compiles
+    oracle = validator(validator.META_SCHEMA)
+    wrong = [s for s in EDGE_CORPUS if fast(s) != oracle.is_valid(s)]
+    assert not wrong, wrong[:3]
+    invalid = sum(not oracle.is_valid(s) for s in EDGE_CORPUS)
+    assert 300 < invalid < len(EDGE_CORPUS) - 300  # the corpus holds both kinds
+
+
+@pytest.mark.parametrize("schema", DRAFT_SENSITIVE, ids=json.dumps)
+def test_draft_sensitive_verdicts(schema: Any) -> None:
+    verdicts = [validator(validator.META_SCHEMA).is_valid(schema) for validator in ALL_DRAFTS]
+    assert len(set(verdicts)) == 2  # the drafts disagree: each one's semantics is exercised
+    fast = [_fast_check(validator)(schema) for validator in ALL_DRAFTS]  # type: ignore[misc]
+    assert fast == verdicts
