@@ -218,6 +218,20 @@ def test_reused_string_parts_turn_composition_on(monkeypatch: pytest.MonkeyPatch
     assert composed == [second, third]
 
 
+def test_a_small_terminal_without_string_parts_is_composed_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over cached literal and whitespace parts a member's comma, key and colon cost less than
+    the direct construction; a long chain of them does not (``COMPOSE_PLAIN_NODES``)."""
+    cache, composed = _watched_cache(monkeypatch)
+    small = Seq((WS, Literal(","), WS, Literal('"k"'), WS, Literal(":"), WS,
+                 Choice((Literal("true"), Literal("false")))))
+    chain = Seq(tuple(x for i in range(dfa_cache.COMPOSE_PLAIN_NODES)
+                      for x in (WS, Literal(f'"k{i}":'))))
+    for expr in (small, chain):
+        assert _same(cache.get(expr, 50_000), _direct_dfa(expr))
+    assert composed == [small]
+
+
 def test_a_key_complement_part_is_composed_when_first_met(monkeypatch: pytest.MonkeyPatch) -> None:
     """Built from its trie, the part is cheaper than reading it inside the whole terminal."""
     cache, composed = _watched_cache(monkeypatch)
