@@ -134,6 +134,8 @@ class EarleyTables:
     nt_names: tuple[str, ...] = field(repr=False)
     term_exprs: tuple[Expr, ...] = field(repr=False)
     ws_bound: int = 0
+    term_dfas: tuple[PackedDfa, ...] = field(repr=False, default=())  # as placed, shared with
+    # the DFA cache: per-terminal facts the matcher keeps across grammars key on them
 
     @property
     def num_items(self) -> int:
@@ -1304,6 +1306,7 @@ def build_tables(
         nt_names=tuple(low.nt_names[o] for o in used_nt),
         term_exprs=tuple(low.term_exprs[o] for o in used_t),
         ws_bound=0 if open_gaps is None else open_gaps.bound,
+        term_dfas=tuple(dfas),
     )
 
 

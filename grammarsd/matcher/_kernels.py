@@ -912,7 +912,23 @@ def chain_sets(
     rad: np.ndarray,
     rad_utf8: np.ndarray,
 ) -> None:
-    """Per DFA state ``s``, what lets ``classify_tokens`` take a trie subtree whole.
+    """``chain_sets_where`` of every state."""
+    chain_sets_where(dfa_trans, utf8_dfa, steps, rad, rad_utf8,
+                     np.zeros(dfa_trans.shape[0], dtype=np.uint8))
+
+
+@njit(cache=True, nogil=True)
+def chain_sets_where(
+    dfa_trans: np.ndarray,
+    utf8_dfa: np.ndarray,
+    steps: np.ndarray,
+    rad: np.ndarray,
+    rad_utf8: np.ndarray,
+    skip: np.ndarray,
+) -> None:
+    """Per DFA state ``s``, what lets ``classify_tokens`` take a trie subtree whole; states with
+    ``skip[s]`` (uint8 [Q]) are left as they are (no transition of another state may lead to
+    one: whole terminals, whose arrays the caller has from elsewhere).
 
     The *successor* ``succ(s)`` is ``s`` itself when some byte loops on ``s``, else the live
     target that the most ASCII bytes lead to (then the most bytes; ties go to the target that
@@ -946,6 +962,8 @@ def chain_sets(
     seen = np.full((n_states, n_utf), -1, dtype=np.int64)  # stamp: the s being checked
     stack = np.empty((n_states * n_utf, 2), dtype=np.int64)
     for s in range(n_states):
+        if skip[s]:
+            continue
         best = -1
         for b in range(256):
             t = dfa_trans[s, b]
@@ -974,14 +992,14 @@ def chain_sets(
             base[s] = 1
             if _contains(steps, t, s, 4):
                 link[s] = t
-    _chain_radii(link, base, rad)
+    _chain_radii(link, base, rad, skip)
     for s in range(n_states):
         t = succ[s]
         link[s] = -1
         base[s] = utf8_step[s]
         if utf8_step[s] and t >= 0 and utf8_step[t] and _contains(steps, t, s, 2):
             link[s] = t
-    _chain_radii(link, base, rad_utf8)
+    _chain_radii(link, base, rad_utf8, skip)
 
 
 @njit(cache=True, nogil=True)
@@ -1081,14 +1099,17 @@ def _utf8_step(dfa_trans, utf8_dfa, s, target, seen, stack):  # noqa: ANN001, AN
 
 
 @njit(cache=True, nogil=True)
-def _chain_radii(link, base, out):  # noqa: ANN001, ANN202
+def _chain_radii(link, base, out, skip):  # noqa: ANN001, ANN202
     """``out[s] = base[s]`` where ``link[s] < 0``, else ``1 + out[link[s]]`` capped at
     ``RAD_INF - 1``, and ``RAD_INF`` on every chain that reaches a cycle of links. Each state is
-    resolved once, by following its links to a resolved state, a chain end or a cycle."""
+    resolved once, by following its links to a resolved state, a chain end or a cycle. States
+    with ``skip[s]`` are left alone (no link leads to one)."""
     n = link.shape[0]
     mark = np.zeros(n, dtype=np.uint8)  # 0: not seen, 1: on the current path, 2: resolved
     path = np.empty(n, dtype=np.int64)
     for s0 in range(n):
+        if skip[s0]:
+            continue
         top = 0
         s = s0
         while s >= 0 and mark[s] == 0:

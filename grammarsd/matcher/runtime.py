@@ -164,6 +164,67 @@ def loop_state(dfa_trans: np.ndarray, dfa_info: np.ndarray, steps: np.ndarray, q
     return loop
 
 
+class TerminalChains:
+    """``_kernels.chain_sets`` of big terminal DFAs, kept across grammars (thread-safe LRU,
+    bounded in bytes). A state's successor chain never leaves its terminal, so a terminal's
+    arrays are the same wherever it is placed: a ``format: date-time`` string (~18k states,
+    ~5 ms) is read once per process, not once per grammar. Keyed by the terminal's
+    ``PackedDfa``, which the DFA cache shares among the grammars that hold it (and kept alive
+    here, so its ``id`` names nothing else; counted in the bound)."""
+
+    def __init__(self, min_states: int = 1024, max_bytes: int = 32 << 20) -> None:
+        self.min_states = min_states
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[int, tuple[object, tuple[np.ndarray, ...]]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def fill(self, t: EarleyTables, steps: np.ndarray, rad: np.ndarray,
+             rad_utf8: np.ndarray) -> None:
+        """``chain_sets`` of ``t``'s whole table into the (zeroed) arrays: kept terminals are
+        copied in, the rest computed in one pass (and the big ones among them kept)."""
+        skip = np.zeros(t.dfa_trans.shape[0], dtype=np.uint8)
+        copies, new = [], []
+        for term, packed in enumerate(t.term_dfas):
+            if packed.num_states < self.min_states:
+                continue
+            lo = int(t.term_start[term])
+            with self._lock:
+                hit = self._items.get(id(packed))
+                if hit is not None:
+                    self._items.move_to_end(id(packed))
+            if hit is None:
+                new.append((packed, lo))
+            else:
+                copies.append((lo, hit[1]))
+                skip[lo : lo + packed.num_states] = 1
+        K.chain_sets_where(t.dfa_trans, UTF8_DFA, steps, rad, rad_utf8, skip)
+        for lo, kept in copies:
+            for out, part in zip((steps, rad, rad_utf8), kept, strict=True):
+                out[lo : lo + part.shape[0]] = part
+        for packed, lo in new:
+            hi = lo + packed.num_states
+            self._keep(packed, (steps[lo:hi].copy(), rad[lo:hi].copy(), rad_utf8[lo:hi].copy()))
+
+    def _keep(self, packed: object, arrays: tuple[np.ndarray, ...]) -> None:
+        with self._lock:
+            if id(packed) in self._items:
+                return
+            self._items[id(packed)] = (packed, arrays)
+            self._bytes += _kept_bytes(packed, arrays)
+            while self._bytes > self.max_bytes and len(self._items) > 1:
+                _, (old, kept) = self._items.popitem(last=False)
+                self._bytes -= _kept_bytes(old, kept)
+
+
+def _kept_bytes(packed: object, arrays: tuple[np.ndarray, ...]) -> int:
+    """What a ``TerminalChains`` entry holds: its arrays, and the DFA it keeps alive."""
+    return int(getattr(packed, "nbytes", 0)) + sum(a.nbytes for a in arrays)
+
+
+_TERMINAL_CHAINS = TerminalChains()
+
+
 class MaskCache:
     """Growable arrays behind ``_kernels.Cache``; ``ensure(q)`` adds the row of DFA state q.
 
@@ -199,7 +260,7 @@ class MaskCache:
         self._rad = np.zeros(n_states, dtype=np.uint16)
         self._rad_utf8 = np.zeros(n_states, dtype=np.uint16)
         if SKIP_SUBTREES:
-            K.chain_sets(tables.dfa_trans, UTF8_DFA, self._steps, self._rad, self._rad_utf8)
+            _TERMINAL_CHAINS.fill(compiled.tables, self._steps, self._rad, self._rad_utf8)
         self.arrays = K.Cache(
             index=np.full(tables.dfa_trans.shape[0] + caps.size, -1, dtype=np.int32),
             rows=np.zeros((16, 6), dtype=np.int64),

@@ -361,6 +361,34 @@ def test_chain_sets_of_counting_dfas(
     assert [int(rad_utf8[q]) for q in chain[:-1]] == expected
 
 
+def _zeroed(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return (np.zeros((n, 4), dtype=np.uint64), np.zeros(n, dtype=np.uint16),
+            np.zeros(n, dtype=np.uint16))
+
+
+def test_kept_terminal_chains_equal_a_reading_of_the_whole_table() -> None:
+    """``TerminalChains`` keeps a big terminal's arrays and copies them into every grammar that
+    holds it, wherever it is placed; the oracle is ``chain_sets`` over each grammar's table."""
+    vocab = TokenizerInfo.from_token_bytes([b"", b"a"], eos_ids=[0], special_ids=[0])
+    string = r'/"[^"\\]*"/'
+    one, two = (gs.compile_grammar(text, vocab, cache=False).tables for text in (
+        f'start: "(" start ")" | {string}',
+        f'start: "[" start "]" | "{{" start "}}" | "<" start ">" | {string}'))
+    chains = runtime_module.TerminalChains(min_states=5)  # the string body, not the brackets
+    big = [d for d in one.term_dfas if d.num_states >= 5]
+    assert len(big) == 1
+    places = [int(t.term_start[[d is big[0] for d in t.term_dfas].index(True)])
+              for t in (one, two)]
+    assert places[0] != places[1]  # one DFA (the DFA cache's), placed apart
+    for t in (one, two, two):
+        n = t.dfa_trans.shape[0]
+        kept, oracle = _zeroed(n), _zeroed(n)
+        chains.fill(t, *kept)
+        K.chain_sets(t.dfa_trans, UTF8_DFA, *oracle)
+        assert all(np.array_equal(a, b) for a, b in zip(kept, oracle, strict=True))
+    assert len(chains._items) == 1  # read once, then copied
+
+
 def _perturbed(seed: int, pattern: str = STRING_BODY) -> tuple[np.ndarray, np.ndarray]:
     """The DFA of ``pattern`` with a few transitions redirected at random (most of them live
     transitions on bytes >= 0x80, which make up the multi-byte characters) and random accept
