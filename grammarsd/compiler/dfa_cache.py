@@ -186,24 +186,21 @@ class _Part:
         return cls(n, row[k], col[k], flat[k + 1] % 257 - 1,
                    trans[row[k], col[k]].astype(np.int64), tuple(np.flatnonzero(dfa.accept)))
 
+    @classmethod
+    def literal(cls, text: str) -> _Part | None:
+        """The chain spelling ``text`` in UTF-8, without a table (a member's key is a new
+        literal in every terminal); None for text with a lone surrogate, which the lexer's
+        construction handles."""
+        try:
+            data = np.frombuffer(text.encode("utf-8"), np.uint8).astype(np.int64)
+        except UnicodeEncodeError:
+            return None
+        src = np.arange(len(data), dtype=np.int64)
+        return cls(len(data) + 1, src, data, data.copy(), src + 1, (len(data),))
+
     @property
     def nbytes(self) -> int:
         return 32 * int(self.src.shape[0]) + 8 * len(self.finals)
-
-
-def _literal_dfa(text: str) -> ByteDFA | None:
-    """The chain spelling ``text`` in UTF-8 (minimal and numbered already); None for text
-    with a lone surrogate, which the lexer's construction handles."""
-    try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError:
-        return None
-    n = len(data)
-    trans = np.full((n + 1, 256), -1, np.int32)
-    trans[np.arange(n), np.frombuffer(data, np.uint8)] = np.arange(1, n + 1, dtype=np.int32)
-    accept = np.zeros(n + 1, np.bool_)
-    accept[n] = True
-    return ByteDFA(trans, accept)
 
 
 _JSON, _QUOTE = 1, 2  # ``_content`` bits: holds JSON character encodings; holds a raw quote
@@ -308,8 +305,9 @@ class DfaCache:
         key = ("part", fingerprint(expr), max_states)
         part = self._lookup(key)
         if part is None:
-            dfa = _literal_dfa(expr.text) if isinstance(expr, Literal) else None
-            part = _Part.of(dfa or build_byte_dfa(expr, max_states=max_states))
+            part = _Part.literal(expr.text) if isinstance(expr, Literal) else None
+            if part is None:
+                part = _Part.of(build_byte_dfa(expr, max_states=max_states))
             self._store(key, part)
         assert isinstance(part, _Part)
         return part

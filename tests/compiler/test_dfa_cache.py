@@ -71,6 +71,18 @@ def test_equal_structure_shares_an_entry(monkeypatch: pytest.MonkeyPatch) -> Non
     assert again.matches(b"kyabcz") and not again.matches(b"kyabcaz")
 
 
+@pytest.mark.parametrize("text", ["", "a", '"key"', "\u00e9\u20ac\U0001f600", "\x00\x7f"])
+def test_a_literal_part_is_the_part_of_its_dfa(text: str) -> None:
+    """Literal parts are spelled without a table; the oracle reads the lexer's DFA."""
+    fast = dfa_cache._Part.literal(text)
+    slow = dfa_cache._Part.of(build_byte_dfa(Literal(text)))
+    assert fast is not None and (fast.num_states, fast.finals) == (slow.num_states, slow.finals)
+    for a, b in zip((fast.src, fast.lo, fast.hi, fast.tgt), (slow.src, slow.lo, slow.hi, slow.tgt),
+                    strict=True):
+        assert np.array_equal(a, b) and a.dtype == b.dtype
+    assert dfa_cache._Part.literal("\ud800") is None  # a lone surrogate: the lexer's business
+
+
 def test_a_variant_is_built_from_its_rewrite_and_rewritten_only_on_a_miss() -> None:
     rewrites: list[Expr] = []
 
