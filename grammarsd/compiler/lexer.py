@@ -35,9 +35,10 @@ keys) inside a lexeme is read the same way, as the tagged strings outside its wo
 from the words, not from the trie spelled as IR. Alone or quoted (a part of a composed
 terminal, ``compiler.dfa_cache``) it is built at the byte level instead, three to five times
 faster (``_excluding_dfa``): each trie node a copy of the string body's boundary state with its
-children's spellings redirected. Quoted and followed by more (a member's key, colon and what
-follows: ``"\"" excluding "\"" ws ":" ws``), the rest's DFA takes the place of the closing
-quote's final state, which has no way out: one minimisation, no subset construction. Where a plain backslash meets an escape (a literal ``\\``
+children's spellings redirected. Quoted and followed by more (a member's key, colon and
+what follows: ``'"' excluding '"' ws ":" ws``), the rest's DFA takes the place of the
+closing quote's final state, which has no way out: one minimisation, no subset
+construction. Where a plain backslash meets an escape (a literal ``\\``
 beside an encoded character), it falls back to expanding the encodings as IR.
 
 Counted repeats. ``x{m,n}`` of a prefix code ``x`` (one JSON or UTF-8 character) is ``n``

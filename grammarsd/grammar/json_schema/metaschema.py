@@ -30,7 +30,6 @@ from jsonschema_specifications import REGISTRY
 _DYNAMIC_ROOT = ({"$dynamicRef": "#meta"}, {"$recursiveRef": "#"})
 
 
-
 def check_schema(schema: Any, validator: Any) -> jsonschema.ValidationError | None:
     """The most relevant error of ``schema`` against the metaschema of ``validator`` (a
     ``jsonschema`` validator class), or None if it is valid. A valid schema (the common case)
@@ -97,6 +96,7 @@ class _Compiler:
         }
         self.doc = root
         self.base = root.get("$id", root.get("id", ""))
+        self.home = self.base.partition("#")[0]  # the metaschema's own URI
         self.by_uri: dict[str, Check] = {}  # the compiled target of each reference
         self.pending: list[tuple[str, Any]] = []
         self.queued: set[str] = set()
@@ -109,7 +109,8 @@ class _Compiler:
         """The check of the subschema ``ref`` names: a JSON pointer into the metaschema or, for
         the vocabularies of 2019-09 and 2020-12, into a sibling document of the registry."""
         uri, _, pointer = urljoin(self.base, ref).partition("#")
-        if uri in ("", self.base.partition("#")[0]):
+        elsewhere = uri not in ("", self.home)
+        if not elsewhere:
             target: Any = self.doc
         else:
             try:
@@ -119,7 +120,7 @@ class _Compiler:
         for part in pointer.split("/")[1:]:
             key = unquote(part).replace("~1", "/").replace("~0", "~")
             target = target[int(key)] if isinstance(target, list) else target[key]
-        if uri not in ("", self.base.partition("#")[0]) and '"$ref"' in json.dumps(target):
+        if elsewhere and '"$ref"' in json.dumps(target):
             raise _Unsupported(f"$ref {ref}")  # references there are relative to its document
         key = f"{uri}#{pointer}"
         if key not in self.queued:
