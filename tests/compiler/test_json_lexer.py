@@ -28,14 +28,18 @@ from grammarsd.grammar.ir import (
     Excluding,
     Expr,
     Grammar,
+    Literal,
     Ref,
     char_set,
     chars,
+    children,
     choice,
     lit,
     repeat,
     seq,
 )
+from grammarsd.grammar.json_schema.compiler import _encoded_format
+from grammarsd.grammar.json_schema.formats import KNOWN_FORMATS, format_expr
 from grammarsd.matcher.reference import ReferenceRecognizer
 from grammarsd.tokenizer.info import TokenizerInfo
 
@@ -137,6 +141,24 @@ def test_plain_backslash_beside_an_escape_falls_back_to_the_expanded_path(
     slow = expanded_path(expr)
     assert np.array_equal(fast.trans, slow.trans) and np.array_equal(fast.accept, slow.accept)
     assert fast.matches(b"<\\!") and fast.matches(b"<\\u0061?") and fast.matches(b"<a?")
+
+
+def _untagged_escapes(expr: Expr) -> list[Expr]:
+    """The ``\\u`` escapes spelled in ``expr`` outside an encoded class the lexer reads as one
+    tagged character (``decoded_class``)."""
+    if decoded_class(expr) is not None:
+        return []
+    if isinstance(expr, Literal) and expr.text.startswith("\\u"):
+        return [expr]
+    return [e for k in children(expr) for e in _untagged_escapes(k)]
+
+
+@pytest.mark.parametrize("name", sorted(n for n in KNOWN_FORMATS if format_expr(n) is not None))
+def test_encoded_formats_keep_every_character_tagged(name: str) -> None:
+    """A format's encoded alternatives must not flatten an encoded class into its parent
+    ``Choice``: a plain ``\\u`` beside tagged characters sends the lexer to its expanding
+    fallback (``time``: +0.2 s, once per process)."""
+    assert _untagged_escapes(_encoded_format(name)) == []
 
 
 # word sets an ``Excluding`` leaf leaves out: prefixes of each other and the empty word, words

@@ -1207,9 +1207,12 @@ def _encode(expr: Expr) -> Expr:
         return encode_class(expr)
     if isinstance(expr, Literal):  # the json.dumps spellings (conservative, like named keys)
         return encode_text(expr.text)
-    if isinstance(expr, (Seq, Choice)):
-        parts = [_encode(e) for e in expr.items]
-        return seq(*parts) if isinstance(expr, Seq) else choice(*parts)
+    if isinstance(expr, Seq):
+        return seq(*map(_encode, expr.items))
+    if isinstance(expr, Choice):  # not ``choice``: it would flatten an encoded class (a Choice
+        # of its spellings) into this one, and the lexer would no longer read it as one
+        # character (a plain ``\\u`` beside tagged characters: the slow, expanding fallback)
+        return Choice(tuple(map(_encode, expr.items)))
     if isinstance(expr, Repeat):
         return repeat(_encode(expr.item), expr.min, expr.max)
     raise GrammarError(f"unexpected rule reference in a string language: {expr}")
