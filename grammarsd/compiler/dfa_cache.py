@@ -40,10 +40,9 @@ from grammarsd.compiler.lexer import (
     ByteDFA,
     RuleSet,
     _counted,
-    _excluding,
     _finish,
     build_byte_dfa,
-    excluding_head,
+    excluding_lexeme,
 )
 from grammarsd.errors import GrammarTooLargeError
 from grammarsd.grammar._canonical import column_classes, subset_construction
@@ -275,7 +274,7 @@ class DfaCache:
             if variant is not None:
                 expr = variant.rewrite(expr)
             if not rules and _flattened(expr) and _counted(expr) is None and (
-                    excluding_head(expr) is None) and self._worth_composing(expr, max_states):
+                    excluding_lexeme(expr) is None) and self._worth_composing(expr, max_states):
                 dfa = _finish(self._compose(expr, max_states), True, max_states)
             else:
                 dfa = build_byte_dfa(expr, nonempty=True, max_states=max_states, rules=rules)
@@ -316,7 +315,7 @@ class DfaCache:
         """Whether ``COMPOSE`` lets ``expr`` be composed: under ``"reused"``, iff one of its
         string parts was met before (the new ones are remembered as met, for the next
         terminal), or it has no string part and at most ``COMPOSE_PLAIN_NODES`` nodes. One with
-        a key complement part (``lexer._excluding``) is composed at once, since that part's own
+        a key complement part (``lexer.excluding_lexeme``) is composed at once, since that part's own
         DFA is built from its trie, at a fraction of reading it inside the whole terminal."""
         if COMPOSE != "reused":
             return COMPOSE == "always"
@@ -334,7 +333,7 @@ class DfaCache:
             elif _opaque(e):
                 opaque = True
                 key = (fingerprint(e), max_states)
-                if ("part", *key) in self._items or key in self._seen or _excluding(e):
+                if ("part", *key) in self._items or key in self._seen or excluding_lexeme(e):
                     reused = True
                 else:
                     new.append(key)

@@ -202,16 +202,12 @@ def build_byte_dfa(
     GrammarError
         ``Capped`` anywhere but at the top, or over an item that is not a JSON string body.
     """
-    excluding = _excluding(expr)
-    if excluding is not None:
-        dfa = _excluding_dfa(*excluding, nonempty, max_states)
-        if dfa is not None:
-            return dfa
-    head = None if rules else excluding_head(expr)
-    if head is not None:
-        tail = _tail_dfa(head[1], max_states)
-        if tail.tile is None and tail.char_start is None:
-            dfa = _excluding_dfa(head[0], True, nonempty, max_states, tail)
+    excluding = excluding_lexeme(expr)
+    if excluding is not None and not (excluding[2] is not None and rules):
+        leaf, quoted, rest = excluding
+        tail = None if rest is None else _tail_dfa(rest, max_states)
+        if tail is None or (tail.tile is None and tail.char_start is None):
+            dfa = _excluding_dfa(leaf, quoted, nonempty, max_states, tail)
             if dfa is not None:
                 return dfa
     if isinstance(expr, Capped):
@@ -239,28 +235,21 @@ def build_byte_dfa(
     return byte_dfa_from_char_dfa(char_dfa, nonempty=nonempty, max_states=max_states)
 
 
-def excluding_head(expr: Expr) -> tuple[Excluding, Expr] | None:
-    """``(leaf, rest)`` if ``expr`` is an ``Excluding`` leaf between two ``"`` followed by
-    ``rest``: a member of an object's other keys (``build_byte_dfa`` takes it whole)."""
-    if isinstance(expr, Seq) and len(expr.items) > 3 and isinstance(expr.items[1], Excluding) \
-            and expr.items[0] == _QUOTE == expr.items[2]:
-        return expr.items[1], seq(*expr.items[3:])
-    return None
-
-
 @functools.lru_cache(maxsize=256)
 def _tail_dfa(expr: Expr, max_states: int) -> ByteDFA:
     """What follows a quoted key complement (the same few, again and again: ``ws ":" ws``)."""
     return build_byte_dfa(expr, max_states=max_states)
 
 
-def _excluding(expr: Expr) -> tuple[Excluding, bool] | None:
-    """``(leaf, quoted)`` if ``expr`` is an ``Excluding`` leaf, alone or between two ``"``."""
+def excluding_lexeme(expr: Expr) -> tuple[Excluding, bool, Expr | None] | None:
+    """``(leaf, quoted, rest)`` if ``expr`` is an ``Excluding`` leaf alone (``rest`` None), or
+    between two ``"`` (``quoted``) and then ``rest`` if anything follows: a member of an
+    object's other keys, which ``build_byte_dfa`` builds whole."""
     if isinstance(expr, Excluding):
-        return expr, False
-    if isinstance(expr, Seq) and len(expr.items) == 3 and isinstance(expr.items[1], Excluding) \
+        return expr, False, None
+    if isinstance(expr, Seq) and len(expr.items) >= 3 and isinstance(expr.items[1], Excluding) \
             and expr.items[0] == _QUOTE == expr.items[2]:
-        return expr.items[1], True
+        return expr.items[1], True, seq(*expr.items[3:]) if len(expr.items) > 3 else None
     return None
 
 

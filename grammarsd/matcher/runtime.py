@@ -38,6 +38,7 @@ from grammarsd.tokenizer.trie import UTF8_DFA
 
 if TYPE_CHECKING:
     from grammarsd.compiler.compiled import CompiledGrammar
+    from grammarsd.compiler.dfa_cache import PackedDfa
     from grammarsd.compiler.tables import EarleyTables
     from grammarsd.tokenizer.trie import TokenTrie
 
@@ -175,7 +176,7 @@ class TerminalChains:
     def __init__(self, min_states: int = 1024, max_bytes: int = 32 << 20) -> None:
         self.min_states = min_states
         self.max_bytes = max_bytes
-        self._items: OrderedDict[int, tuple[object, tuple[np.ndarray, ...]]] = OrderedDict()
+        self._items: OrderedDict[int, tuple[PackedDfa, tuple[np.ndarray, ...]]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -206,7 +207,7 @@ class TerminalChains:
             hi = lo + packed.num_states
             self._keep(packed, (steps[lo:hi].copy(), rad[lo:hi].copy(), rad_utf8[lo:hi].copy()))
 
-    def _keep(self, packed: object, arrays: tuple[np.ndarray, ...]) -> None:
+    def _keep(self, packed: PackedDfa, arrays: tuple[np.ndarray, ...]) -> None:
         with self._lock:
             if id(packed) in self._items:
                 return
@@ -217,9 +218,9 @@ class TerminalChains:
                 self._bytes -= _kept_bytes(old, kept)
 
 
-def _kept_bytes(packed: object, arrays: tuple[np.ndarray, ...]) -> int:
+def _kept_bytes(packed: PackedDfa, arrays: tuple[np.ndarray, ...]) -> int:
     """What a ``TerminalChains`` entry holds: its arrays, and the DFA it keeps alive."""
-    return int(getattr(packed, "nbytes", 0)) + sum(a.nbytes for a in arrays)
+    return packed.nbytes + sum(a.nbytes for a in arrays)
 
 
 _TERMINAL_CHAINS = TerminalChains()
