@@ -65,6 +65,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
+from grammarsd.compiler import _bnf
+from grammarsd.compiler._bnf import END
 from grammarsd.compiler.dfa_cache import DFA_CACHE, PackedDfa, Variant, rules_digest
 from grammarsd.compiler.lexer import RuleSet
 from grammarsd.errors import EmptyLanguageError, GrammarError, GrammarTooLargeError
@@ -92,8 +94,6 @@ from grammarsd.grammar.ir import (
     seq,
 )
 from grammarsd.grammar.passes import nullable, strongly_connected_components
-
-END = np.int32(2**30)
 
 
 @dataclass(frozen=True)
@@ -659,7 +659,9 @@ class _Lowering:
         self.one_terminal: set[Expr] = set()  # big repeats lexed whole: see ``symbol``
         self.dfa_states = 0  # summed over the terminals built so far
         self.nt_names: list[str] = []
-        self.prods: list[tuple[int, tuple[int, ...]]] = []
+        self.prod_lhs: list[int] = []  # production p: prod_lhs[p] -> the symbols of
+        self.prod_syms: list[int] = []  # prod_syms[prod_end[p - 1]:prod_end[p]] (``_bnf``)
+        self.prod_end: list[int] = []
         self.rule_nt: dict[str, int] = {}
         self.pending: list[str] = []
         self.helper_nt: dict[object, int] = {}
@@ -677,10 +679,12 @@ class _Lowering:
     def add_prod(self, lhs: int, syms: list[object]) -> None:
         if any(s is _DEAD for s in syms):
             return
-        body = tuple(s for s in syms if s is not _EPS)
-        self.prods.append((lhs, body))  # type: ignore[arg-type]
-        if len(self.prods) > self.limits.max_productions:
-            raise GrammarTooLargeError("productions", len(self.prods), self.limits.max_productions)
+        self.prod_syms.extend(s for s in syms if s is not _EPS)  # type: ignore[misc]
+        self.prod_lhs.append(lhs)
+        self.prod_end.append(len(self.prod_syms))
+        if len(self.prod_lhs) > self.limits.max_productions:
+            raise GrammarTooLargeError("productions", len(self.prod_lhs),
+                                       self.limits.max_productions)
 
     def rule(self, name: str) -> int:
         """The nonterminal of rule ``name``; its body is lowered later by ``drain`` (no recursion
@@ -997,125 +1001,7 @@ class _Lowering:
         return h
 
 
-# --------------------------------------------------------------------------- trimming + flattening
-
-
-def _trim(
-    num_nt: int, prods: list[tuple[int, tuple[int, ...]]], start: int
-) -> tuple[list[tuple[int, tuple[int, ...]]], set[int]]:
-    """Keep productive and reachable productions; returns them and the nullable set."""
-    productive = _derivable(prods, lambda s: s < 0)
-    if start not in productive:
-        raise EmptyLanguageError("the grammar accepts no string at all")
-    prods = [(lhs, body) for lhs, body in prods if all(s < 0 or s in productive for s in body)]
-    by_lhs: dict[int, list[tuple[int, ...]]] = {}
-    for lhs, body in prods:
-        by_lhs.setdefault(lhs, []).append(body)
-    reachable = {start}
-    stack = [start]
-    while stack:
-        for body in by_lhs.get(stack.pop(), []):
-            for s in body:
-                if s >= 0 and s not in reachable:
-                    reachable.add(s)
-                    stack.append(s)
-    prods = [(lhs, body) for lhs, body in prods if lhs in reachable]
-    return prods, _derivable(prods, lambda s: False)
-
-
-def _derivable(prods: list[tuple[int, tuple[int, ...]]], given: Callable[[int], bool]) -> set[int]:
-    """The least set of nonterminals with a production whose every symbol is ``given`` or in
-    the set (productive: terminals given; nullable: nothing given). Linear time: each
-    production counts its symbols still missing, and a nonterminal entering the set
-    decrements the counts of the productions that use it."""
-    missing = [0] * len(prods)
-    users: dict[int, list[int]] = {}
-    found: set[int] = set()
-    ready: list[int] = []
-    for p, (lhs, body) in enumerate(prods):
-        for s in body:
-            if not given(s):
-                missing[p] += 1
-                users.setdefault(s, []).append(p)
-        if missing[p] == 0:
-            ready.append(lhs)
-    while ready:
-        nt = ready.pop()
-        if nt in found:
-            continue
-        found.add(nt)
-        for p in users.get(nt, ()):
-            missing[p] -= 1
-            if missing[p] == 0:
-                ready.append(prods[p][0])
-    return found
-
-
-def _follow_bytes(
-    prods: list[tuple[int, tuple[int, ...]]],
-    nullable: set[int],
-    start_bytes: list[np.ndarray],
-) -> np.ndarray:
-    """Per terminal, the bytes that can start a terminal following it (uint64 [T, 4] bitsets).
-
-    FIRST/FOLLOW over the BNF (symbols: ``>= 0`` nonterminal, ``< 0`` terminal), computed
-    directly on 256-bit byte sets (Python ints) and propagated along dependency edges with a
-    worklist, so long chains of helper rules (unrolled repeats) cost linear time:
-
-    * ``first(A) ⊇ first(X)`` for every ``A -> α X β`` with ``α`` nullable;
-    * ``follow(X) ⊇ first(β')`` for the symbols ``β'`` after ``X`` up to the first
-      non-nullable one, and ``follow(X) ⊇ follow(A)`` when all of ``β`` is nullable.
-    """
-    t_first = [int.from_bytes(np.packbits(b, bitorder="little").tobytes(), "little")
-               for b in start_bytes]
-    first: dict[int, int] = {}
-    users: dict[int, list[int]] = {}  # X -> nonterminals A whose FIRST includes FIRST(X)
-    for lhs, body in prods:
-        first.setdefault(lhs, 0)
-        for sym in body:
-            if sym < 0:
-                first[lhs] |= t_first[-sym - 1]
-                break
-            users.setdefault(sym, []).append(lhs)
-            if sym not in nullable:
-                break
-    _propagate(first, users)
-
-    def first_of(sym: int) -> int:
-        return t_first[-sym - 1] if sym < 0 else first.get(sym, 0)
-
-    follow: dict[int, int] = {}
-    inherits: dict[int, list[int]] = {}  # A -> symbols X whose FOLLOW includes FOLLOW(A)
-    for lhs, body in prods:
-        after = 0  # FIRST of the nullable-prefix of what follows position i
-        rest_nullable = True
-        for i in range(len(body) - 1, -1, -1):
-            sym = body[i]
-            follow[sym] = follow.get(sym, 0) | after
-            if rest_nullable:
-                inherits.setdefault(lhs, []).append(sym)
-            nullable_sym = sym >= 0 and sym in nullable
-            after = first_of(sym) | (after if nullable_sym else 0)
-            rest_nullable = rest_nullable and nullable_sym
-    _propagate(follow, inherits)
-    out = np.zeros((len(start_bytes), 4), dtype=np.uint64)
-    for t in range(len(start_bytes)):
-        bits = follow.get(-t - 1, 0)
-        out[t] = np.frombuffer(bits.to_bytes(32, "little"), dtype=np.uint64)
-    return out
-
-
-def _propagate(sets: dict[int, int], edges: dict[int, list[int]]) -> None:
-    """Close ``sets`` (bitsets) under ``sets[b] |= sets[a]`` for every edge ``a -> b``."""
-    work = list(sets)
-    while work:
-        a = work.pop()
-        bits = sets.get(a, 0)
-        for b in edges.get(a, ()):
-            old = sets.get(b, 0)
-            if bits | old != old:
-                sets[b] = bits | old
-                work.append(b)
+# --------------------------------------------------------------------------- flattening
 
 
 @njit(cache=True, nogil=True)
@@ -1221,37 +1107,16 @@ def build_tables(
     top = low.new_nt("<start>")
     low.add_prod(top, [low.symbol(Ref(grammar.start))])
     low.drain()
-    prods, nullable_set = _trim(len(low.nt_names), low.prods, top)
+    ptr = np.zeros(len(low.prod_end) + 1, np.int64)
+    ptr[1:] = low.prod_end
+    (ok, item_next, item_lhs, nt_ptr, nt_items, nullable_nt, start_item, accept_item, used_nt,
+     used_t) = _bnf.trim_and_number(len(low.nt_names), len(low.term_exprs),
+                                    np.asarray(low.prod_lhs, np.int32), ptr,
+                                    np.asarray(low.prod_syms, np.int32), top)
+    if not ok:
+        raise EmptyLanguageError("the grammar accepts no string at all")
 
-    # renumber nonterminals and terminals that survived
-    used_nt = sorted({lhs for lhs, _ in prods} | {s for _, b in prods for s in b if s >= 0})
-    nt_map = {old: new for new, old in enumerate(used_nt)}
-    used_t = sorted({-s - 1 for _, b in prods for s in b if s < 0})
-    t_map = {old: new for new, old in enumerate(used_t)}
-    prods.sort(key=lambda p: nt_map[p[0]])
-
-    item_next: list[int] = []
-    item_lhs: list[int] = []
-    first_items: list[int] = []
-    start_item = accept_item = -1
-    for lhs, body in prods:
-        first = len(item_next)
-        first_items.append(first)
-        for s in body:
-            item_next.append(nt_map[s] if s >= 0 else -t_map[-s - 1] - 1)
-            item_lhs.append(nt_map[lhs])
-        item_next.append(int(END))
-        item_lhs.append(nt_map[lhs])
-        if lhs == top:
-            start_item, accept_item = first, len(item_next) - 1
-    num_nt = len(used_nt)
-    counts = np.zeros(num_nt, dtype=np.int32)
-    for lhs, _ in prods:
-        counts[nt_map[lhs]] += 1
-    nt_ptr = np.zeros(num_nt + 1, dtype=np.int32)
-    np.cumsum(counts, out=nt_ptr[1:])
-
-    dfas = [low.term_dfas[t] for t in used_t]
+    dfas = [low.term_dfas[t] for t in used_t.tolist()]
     total = sum(d.num_states for d in dfas)
     if total > limits.max_dfa_states:
         raise GrammarTooLargeError("dfa_states", total, limits.max_dfa_states)
@@ -1277,34 +1142,26 @@ def build_tables(
             term_cap[t] = d.cap
         term_start[t] = offset
         offset += n
-    follow_bytes = _follow_bytes(
-        [
-            (nt_map[lhs], tuple(nt_map[s] if s >= 0 else -t_map[-s - 1] - 1 for s in body))
-            for lhs, body in prods
-        ],
-        {nt_map[n] for n in nullable_set},
-        [dfa_trans[term_start[t]] >= 0 for t in range(len(dfas))],
-    )
-
     return EarleyTables(
-        item_next=np.asarray(item_next, dtype=np.int32),
-        item_lhs=np.asarray(item_lhs, dtype=np.int32),
+        item_next=item_next,
+        item_lhs=item_lhs,
         nt_ptr=nt_ptr,
-        nt_items=np.asarray(first_items, dtype=np.int32),
-        nullable=np.asarray([1 if old in nullable_set else 0 for old in used_nt], dtype=np.uint8),
-        start_item=start_item,
-        accept_item=accept_item,
+        nt_items=nt_items,
+        nullable=nullable_nt,
+        start_item=int(start_item),
+        accept_item=int(accept_item),
         dfa_trans=dfa_trans,
         dfa_accept=dfa_accept,
         dfa_has_out=dfa_has_out,
         state_term=state_term,
         term_start=term_start,
-        follow_bytes=follow_bytes,
+        follow_bytes=_bnf.follow_bytes(nt_ptr, nt_items, item_next, nullable_nt, dfa_trans,
+                                      term_start),
         state_tile=state_tile,
         state_cap=state_cap,
         term_cap=term_cap,
-        nt_names=tuple(low.nt_names[o] for o in used_nt),
-        term_exprs=tuple(low.term_exprs[o] for o in used_t),
+        nt_names=tuple(low.nt_names[o] for o in used_nt.tolist()),
+        term_exprs=tuple(low.term_exprs[o] for o in used_t.tolist()),
         ws_bound=0 if open_gaps is None else open_gaps.bound,
         term_dfas=tuple(dfas),
     )
