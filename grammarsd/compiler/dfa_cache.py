@@ -19,7 +19,7 @@ What is a part: a node of JSON string content (it holds JSON character encodings
 since the direct construction reads its encodings as one tagged symbol each and bytes would
 spell every escape apart; any other node that is not a flattened ``Seq``/``Choice``/``Repeat``
 is a part too (a literal, a character class). A terminal with string parts is composed only
-once one of them has been met before (``_worth_composing``): a part met once (an object's own
+once one of them has been met before (``_composable``): a part met once (an object's own
 key pattern) is built inside its terminal the direct way, as building it apart and then again
 over bytes would cost more than it saves. One without string parts is composed when it is
 small (``COMPOSE_PLAIN_NODES``).
@@ -273,9 +273,12 @@ class DfaCache:
         if packed is None:
             if variant is not None:
                 expr = variant.rewrite(expr)
+            flat = None
             if not rules and _flattened(expr) and _counted(expr) is None and (
-                    excluding_lexeme(expr) is None) and self._worth_composing(expr, max_states):
-                dfa = _finish(self._compose(expr, max_states), True, max_states)
+                    excluding_lexeme(expr) is None):
+                flat = self._composable(expr, max_states)
+            if flat is not None:
+                dfa = _finish(self._compose(expr, max_states, flat), True, max_states)
             else:
                 dfa = build_byte_dfa(expr, nonempty=True, max_states=max_states, rules=rules)
             packed = PackedDfa.pack(dfa)
@@ -311,24 +314,26 @@ class DfaCache:
         assert isinstance(part, _Part)
         return part
 
-    def _worth_composing(self, expr: Expr, max_states: int) -> bool:
-        """Whether ``COMPOSE`` lets ``expr`` be composed: under ``"reused"``, iff one of its
-        string parts was met before (the new ones are remembered as met, for the next
-        terminal), or it has no string part and at most ``COMPOSE_PLAIN_NODES`` nodes. One with
-        a key complement part (``lexer.excluding_lexeme``) is composed at once, since that part's own
+    def _composable(self, expr: Expr, max_states: int) -> dict[int, bool] | None:
+        """Which nodes of ``expr`` ``_compose`` spells from their children (``_flattened``, by
+        id: one answer per node however often the tree holds it), or None where ``COMPOSE``
+        does not let ``expr`` be composed. Under ``"reused"`` it may iff one of its string
+        parts was met before (the new ones are remembered as met, for the next terminal), or
+        it has no string part and at most ``COMPOSE_PLAIN_NODES`` nodes. One with a key
+        complement part (``lexer.excluding_lexeme``) is composed at once, since that part's own
         DFA is built from its trie, at a fraction of reading it inside the whole terminal."""
-        if COMPOSE != "reused":
-            return COMPOSE == "always"
-        met: set[int] = set()
+        if COMPOSE == "never":
+            return None
+        flat: dict[int, bool] = {}
         new: list[tuple[bytes, int]] = []
         reused = opaque = False
         stack = [expr]
         while stack:
             e = stack.pop()
-            if id(e) in met:
+            if id(e) in flat:
                 continue
-            met.add(id(e))
-            if _flattened(e):
+            flat[id(e)] = spelled = _flattened(e)
+            if spelled:
                 stack.extend(children(e))
             elif _opaque(e):
                 opaque = True
@@ -337,15 +342,19 @@ class DfaCache:
                     reused = True
                 else:
                     new.append(key)
+        if COMPOSE == "always":
+            return flat
         with self._lock:
             for key in new:
                 self._seen[key] = None
             while len(self._seen) > self.max_seen:
                 self._seen.popitem(last=False)
-        return reused or (not opaque and len(met) <= COMPOSE_PLAIN_NODES)
+        return flat if reused or (not opaque and len(flat) <= COMPOSE_PLAIN_NODES) else None
 
-    def _compose(self, expr: Expr, max_states: int) -> tuple[np.ndarray, np.ndarray]:
-        """The byte table (deterministic, not minimal) of ``expr`` from its parts' DFAs.
+    def _compose(self, expr: Expr, max_states: int,
+                 flat: dict[int, bool]) -> tuple[np.ndarray, np.ndarray]:
+        """The byte table (deterministic, not minimal) of ``expr`` from its parts' DFAs;
+        ``flat`` is ``_composable``'s answer for ``expr``.
 
         Thompson's construction over ``Seq``/``Choice``/``Repeat`` nodes: a fragment
         ``start -> end`` adds no edge into ``start`` or out of ``end``, so siblings share them;
@@ -362,10 +371,14 @@ class DfaCache:
             size += 1
             return size - 1
 
+        parts: dict[int, _Part] = {}  # a part met again (the gaps) is looked up once
+
         def spell(e: Expr, start: int, end: int) -> None:
             nonlocal size
-            if not _flattened(e):
-                part = self._part(e, max_states)
+            if not flat[id(e)]:
+                part = parts.get(id(e))
+                if part is None:
+                    part = parts[id(e)] = self._part(e, max_states)
                 pieces.append((size, part))
                 eps.extend((start, size))
                 eps.extend(x for f in part.finals for x in (size + f, end))

@@ -212,9 +212,9 @@ def _watched_cache(monkeypatch: pytest.MonkeyPatch) -> tuple[DfaCache, list[Expr
     cache = DfaCache()
     real = cache._compose
 
-    def spy(expr: Expr, max_states: int) -> object:
+    def spy(expr: Expr, max_states: int, flat: dict[int, bool]) -> object:
         composed.append(expr)
-        return real(expr, max_states)
+        return real(expr, max_states, flat)
 
     monkeypatch.setattr(cache, "_compose", spy)
     return cache, composed
