@@ -89,6 +89,7 @@ from grammarsd.grammar.ir import (
     choice,
     kept_on_nodes,
     known_ref_names,
+    node_facts,
     ref_names,
     repeat,
     seq,
@@ -155,33 +156,12 @@ class EarleyTables:
 
 def _local_size_and_refs(root: Expr) -> tuple[int, dict[str, int]]:
     """Node count of ``root`` as a tree, not counting referenced rules, and how many times
-    (per path) it references each rule. Each composite node keeps its answer, so the JSON
-    character encodings every string shares are counted once in their life."""
-    size, counts = _local_size_and_refs_kept(root)
-    return size, dict(counts)
+    (per path) it references each rule (``ir.node_facts``)."""
+    facts = node_facts(root)
+    return facts.size, dict(facts.ref_counts)
 
 
-_NO_COUNTS: dict[str, int] = {}
 _TERMS = (Literal, CharClass, Ref)  # the leaves of the node-kept analyses below
-
-
-def _leaf_tree(e: Expr) -> tuple[int, dict[str, int]]:
-    return 1, ({e.name: 1} if isinstance(e, Ref) else _NO_COUNTS)
-
-
-def _tree_here(e: Expr) -> tuple[int, dict[str, int]]:
-    size = 1
-    counts: dict[str, int] = {}
-    for k in children(e):
-        k_size, k_counts = _local_size_and_refs_kept(k)
-        size += k_size
-        for name, c in k_counts.items():
-            counts[name] = counts.get(name, 0) + c
-    return size, counts or _NO_COUNTS
-
-
-def _local_size_and_refs_kept(e: Expr) -> tuple[int, dict[str, int]]:
-    return kept_on_nodes(e, "_tree", _TERMS, _leaf_tree, _tree_here)
 
 
 class _Counts:

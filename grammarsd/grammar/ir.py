@@ -32,7 +32,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 MAX_CODE_POINT = 0x10FFFF
 SURROGATES = (0xD800, 0xDFFF)
@@ -425,22 +425,96 @@ def uncached_postorder(root: Expr, attr: str,
 
 
 def ref_names(*exprs: Expr) -> frozenset[str]:
-    """The names of the rules referenced inside ``exprs``. Each composite node keeps its answer
-    (as ``_CachedHash`` keeps its hash), so a sub-expression shared by many rules (a JSON
-    character's encodings) is walked once in its life, not once per path to it."""
+    """The names of the rules referenced inside ``exprs`` (``node_facts``)."""
     if len(exprs) == 1:
-        return _refs_of(exprs[0])
-    return frozenset().union(*(_refs_of(e) for e in exprs))
-
-
-_NO_REFS: frozenset[str] = frozenset()
-_NO_REF_LEAVES = (Literal, CharClass, Excluding)
+        return node_facts(exprs[0]).refs
+    return frozenset().union(*(node_facts(e).refs for e in exprs))
 
 
 def known_ref_names(expr: Expr) -> frozenset[str] | None:
     """``ref_names(expr)`` if some walk has already found it (kept on the node), else None:
     for callers that only want the answer where it costs nothing."""
-    return _NO_REFS if isinstance(expr, _NO_REF_LEAVES) else expr.__dict__.get("_refs")
+    if isinstance(expr, _FACT_LEAVES):
+        return _NO_REFS
+    facts = expr.__dict__.get("_facts")
+    return None if facts is None else facts.refs
+
+
+DEAD_CLASS, DEAD_CHOICE = 1, 2  # bits of ``NodeFacts.dead``
+
+
+class NodeFacts(NamedTuple):
+    """What the compile passes ask of every rule body, found in one walk (``node_facts``)."""
+
+    refs: frozenset[str]  # the names of the rules referenced inside
+    size: int  # nodes as a tree, a reference counting one (its rule is not inlined)
+    ref_counts: dict[str, int]  # references to each rule, per path; shared: never mutate
+    dead: int  # parts that derive nothing whatever the rules: an empty ``CharClass`` or
+    # ``Excluding`` inside (``DEAD_CLASS``), a ``NOTHING`` inside (``DEAD_CHOICE``)
+
+
+_NO_REFS: frozenset[str] = frozenset()
+_FACT_LEAVES = (Literal, CharClass, Excluding)  # answered on the spot, keeping nothing
+_LEAF_FACTS = NodeFacts(_NO_REFS, 1, {}, 0)
+_EMPTY_LEAF_FACTS = NodeFacts(_NO_REFS, 1, {}, DEAD_CLASS)
+
+
+def node_facts(root: Expr) -> NodeFacts:
+    """``root``'s ``NodeFacts``. Each composite node (and ``Ref``) keeps its answer, as
+    ``_CachedHash`` keeps its hash, so a sub-expression shared by many rules and grammars (a
+    JSON character's encodings) is walked once in its life, not once per path to it; the walk
+    is iterative, each node after its children, so deep expressions cost no stack."""
+    if isinstance(root, _FACT_LEAVES):
+        return _leaf_facts(root)
+    hit = root.__dict__.get("_facts")
+    if hit is not None:
+        return hit
+    stack = [root]
+    while stack:
+        e = stack[-1]
+        if "_facts" in e.__dict__:  # reached again through another parent
+            stack.pop()
+            continue
+        kids = children(e)
+        pending = [k for k in kids
+                   if not isinstance(k, _FACT_LEAVES) and "_facts" not in k.__dict__]
+        if pending:
+            stack += pending
+            continue
+        stack.pop()
+        object.__setattr__(e, "_facts", _facts_here(e, kids))
+    facts: NodeFacts = root.__dict__["_facts"]
+    return facts
+
+
+def _leaf_facts(e: Literal | CharClass | Excluding) -> NodeFacts:
+    return _EMPTY_LEAF_FACTS if not isinstance(e, Literal) and e.is_empty else _LEAF_FACTS
+
+
+def _facts_here(e: Expr, kids: tuple[Expr, ...]) -> NodeFacts:
+    """``e``'s facts from its children's, which are known."""
+    if isinstance(e, Ref):
+        return NodeFacts(frozenset((e.name,)), 1, {e.name: 1}, 0)
+    size = 1
+    dead = DEAD_CHOICE if not kids and isinstance(e, Choice) else 0
+    refs = _NO_REFS
+    counts: dict[str, int] = _LEAF_FACTS.ref_counts
+    own_counts = False  # ``counts`` is this node's own dict (else shared with a child)
+    for k in kids:
+        f = _leaf_facts(k) if isinstance(k, _FACT_LEAVES) else k.__dict__["_facts"]
+        size += f.size
+        dead |= f.dead
+        if f.refs and f.refs is not refs:
+            refs = f.refs if not refs else refs | f.refs
+        if f.ref_counts:
+            if not counts:
+                counts = f.ref_counts
+                continue
+            if not own_counts:
+                counts, own_counts = dict(counts), True
+            for name, c in f.ref_counts.items():
+                counts[name] = counts.get(name, 0) + c
+    return NodeFacts(refs, size, counts, dead)
 
 
 _T = TypeVar("_T")
@@ -462,21 +536,6 @@ def kept_on_nodes(root: Expr, attr: str, leaves: tuple[type[Expr], ...],
         object.__setattr__(e, attr, answer(e))
     result: _T = root.__dict__[attr]
     return result
-
-
-def _refs_of(root: Expr) -> frozenset[str]:
-    return kept_on_nodes(root, "_refs", _NO_REF_LEAVES, _no_refs, _refs_here)
-
-
-def _no_refs(_: Expr) -> frozenset[str]:
-    return _NO_REFS
-
-
-def _refs_here(e: Expr) -> frozenset[str]:
-    if isinstance(e, Ref):
-        return frozenset((e.name,))
-    found = [r for r in map(_refs_of, children(e)) if r]
-    return _NO_REFS if not found else found[0] if len(found) == 1 else frozenset().union(*found)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -530,6 +589,8 @@ ANY_CHAR = CharClass(((0, SURROGATES[0] - 1), (SURROGATES[1] + 1, MAX_CODE_POINT
 
 __all__ = [
     "ANY_CHAR",
+    "DEAD_CHOICE",
+    "DEAD_CLASS",
     "EMPTY",
     "NOTHING",
     "Capped",
@@ -539,6 +600,7 @@ __all__ = [
     "Excluding",
     "Grammar",
     "Literal",
+    "NodeFacts",
     "Ref",
     "Repeat",
     "Seq",
@@ -550,6 +612,8 @@ __all__ = [
     "choice",
     "iter_refs",
     "kept_on_nodes",
+    "known_ref_names",
+    "node_facts",
     "ref_names",
     "uncached_postorder",
     "lit",

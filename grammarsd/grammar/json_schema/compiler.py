@@ -76,6 +76,7 @@ from grammarsd.errors import (
 from grammarsd.grammar.automata import CharDFA
 from grammarsd.grammar.ir import (
     ANY_CHAR,
+    DEAD_CLASS,
     EMPTY,
     NOTHING,
     Capped,
@@ -93,6 +94,7 @@ from grammarsd.grammar.ir import (
     char_set,
     choice,
     lit,
+    node_facts,
     ref_names,
     repeat,
     seq,
@@ -1285,49 +1287,8 @@ def _split_interval(lo: Decimal | None, lo_s: bool, hi: Decimal | None, hi_s: bo
 
 
 def _has_empty_class(root: Expr) -> bool:
-    """True iff an empty ``CharClass`` or ``Excluding`` occurs inside ``root`` (see
-    ``_dead_parts``)."""
-    return bool(_dead_parts(root) & _EMPTY_CLASS)
-
-
-_EMPTY_CLASS, _EMPTY_CHOICE = 1, 2  # bits of ``_dead_parts``
-_LEAVES = (Literal, CharClass, Ref, Excluding)
-
-
-def _dead_parts(root: Expr) -> int:
-    """The kinds of part that derive nothing whatever the rules, as bits: an empty ``CharClass``
-    or ``Excluding`` (``_EMPTY_CLASS``) or ``NOTHING`` (``_EMPTY_CHOICE``) inside ``root``.
-    Kept on each composite node, so a node shared by many rules (and compilations) is looked
-    at once."""
-    if isinstance(root, _LEAVES):
-        return _dead_leaf(root)
-    hit = root.__dict__.get("_dead")
-    if hit is not None:
-        return hit
-    stack = [root]
-    while stack:  # a node is finished once the composite children it pushed are
-        e = stack[-1]
-        kids = e.items if isinstance(e, (Seq, Choice)) else (e.item,)
-        dead = _EMPTY_CHOICE if not kids and isinstance(e, Choice) else 0
-        pending = []
-        for k in kids:
-            if isinstance(k, _LEAVES):  # ``_dead_leaf``, inlined: this runs per IR node
-                if isinstance(k, (CharClass, Excluding)) and k.is_empty:
-                    dead |= _EMPTY_CLASS
-            elif (known := k.__dict__.get("_dead")) is not None:
-                dead |= known
-            else:
-                pending.append(k)
-        if pending:
-            stack += pending
-        else:
-            stack.pop()
-            object.__setattr__(e, "_dead", dead)
-    return root.__dict__["_dead"]
-
-
-def _dead_leaf(e: Literal | CharClass | Ref | Excluding) -> int:
-    return _EMPTY_CLASS if isinstance(e, (CharClass, Excluding)) and e.is_empty else 0
+    """True iff an empty ``CharClass`` or ``Excluding`` occurs inside ``root``."""
+    return bool(node_facts(root).dead & DEAD_CLASS)
 
 
 def _prune(rules: dict[str, Expr]) -> dict[str, Expr]:
@@ -1414,7 +1375,7 @@ class _Productive:
             return not e.is_empty
         if isinstance(e, Ref):
             return e.name in self.productive
-        if not _dead_parts(e) and self.productive.issuperset(ref_names(e)):
+        if not node_facts(e).dead and self.productive.issuperset(ref_names(e)):
             return True  # every part derives: no walk (most rules, once their callees do)
         if isinstance(e, Seq):
             return all(self.derives(i) for i in e.items)
