@@ -261,14 +261,16 @@ class _ObjectBuilder:
         lead = self.comma if count > 0 else EMPTY
         nxt = min(count + 1, self.cap)
         any_order = self.any_order
-        for i, k in enumerate(self.names):
+        names = self.names
+        if any_order:
+            first, stop = 0, len(names)
+        else:  # a named key after ``last``, up to the next required one, before any other
+            first = last + 1
+            stop = first if other_started else min(self.next_required[first] + 1, len(names))
+        for i in range(first, stop):
+            k = names[i]
             if k in seen or not self.values[i]:
                 continue
-            if not any_order:
-                if other_started or i <= last:
-                    continue
-                if i > self.next_required[last + 1]:  # would skip a required name
-                    break
             new_seen = seen | {k}
             if not any_order:
                 new_seen = new_seen & self.tracked
