@@ -23,6 +23,11 @@ once one of them has been met before (``_composable``): a part met once (an obje
 key pattern) is built inside its terminal the direct way, as building it apart and then again
 over bytes would cost more than it saves. One without string parts is composed when it is
 small (``COMPOSE_PLAIN_NODES``).
+
+Joins. An object's optional member comes twice: ``member`` where it may be the first key and
+``ws "," ws member`` after another. The second is built after the first, so its DFA is the
+comma's DFA with the member's cached DFA behind it (``DfaCache._joined``): no parts, no subset
+construction, only the canonical numbering of the glued table.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ from grammarsd.grammar.ir import (
     kept_on_nodes,
     uncached_postorder,
 )
+from grammarsd.grammar.passes import nullable
 
 COMPOSE = "reused"
 """When ``DfaCache`` composes a terminal from parts: ``"reused"`` (once a string part was met
@@ -71,6 +77,7 @@ COMPOSE_MAX_COPIES = 4096  # a longer repeat is one part (the lexer tiles or chu
 # built directly; larger ones (chains of members, each with its whitespace loops) determinise
 # faster at the character level (25 Github_ultra schemas: 32 nodes saves 19 % of their time).
 COMPOSE_PLAIN_NODES = 32
+JOIN_HEAD = 3  # ``DfaCache._joined`` looks for a built tail after at most this many items
 
 
 def fingerprint(root: Expr) -> bytes:
@@ -271,20 +278,53 @@ class DfaCache:
         key = ("terminal", fingerprint(expr) + digest + tag, max_states)
         packed = self._lookup(key)
         if packed is None:
-            if variant is not None:
-                expr = variant.rewrite(expr)
-            flat = None
-            if not rules and _flattened(expr) and _counted(expr) is None and (
-                    excluding_lexeme(expr) is None):
-                flat = self._composable(expr, max_states)
-            if flat is not None:
-                dfa = _finish(self._compose(expr, max_states, flat), True, max_states)
-            else:
-                dfa = build_byte_dfa(expr, nonempty=True, max_states=max_states, rules=rules)
-            packed = PackedDfa.pack(dfa)
+            packed = PackedDfa.pack(self._build(expr, max_states, rules, variant))
             self._store(key, packed)
         assert isinstance(packed, PackedDfa)
         return packed
+
+    def _build(self, expr: Expr, max_states: int, rules: RuleSet,
+               variant: Variant | None) -> ByteDFA:
+        """The DFA of ``expr`` (rewritten by ``variant``) on a miss: joined to a tail built
+        before (``_joined``), composed from cached parts (``_compose``), or built directly."""
+        plain = (not rules and _flattened(expr) and _counted(expr) is None
+                 and excluding_lexeme(expr) is None)
+        if plain and COMPOSE != "never":
+            joined = self._joined(expr, max_states, variant)
+            if joined is not None:
+                return joined
+        if variant is not None:
+            expr = variant.rewrite(expr)
+        if plain:
+            flat = self._composable(expr, max_states)
+            if flat is not None:
+                return _finish(self._compose(expr, max_states, flat), True, max_states)
+        return build_byte_dfa(expr, nonempty=True, max_states=max_states, rules=rules)
+
+    def _joined(self, expr: Expr, max_states: int, variant: Variant | None) -> ByteDFA | None:
+        """The DFA of a ``Seq`` whose items after the first ``k <= JOIN_HEAD`` (one item or a
+        ``Seq`` of them) are a terminal already built (an object member's comma variant
+        ``ws "," ws member``, built after the member itself), as the head's DFA followed by that
+        tail's; None where no such tail is cached, either side derives the empty string, or the
+        join is not deterministic."""
+        if not isinstance(expr, Seq):
+            return None
+        items = expr.items
+        tag = b"" if variant is None else variant.tag
+        for k in range(1, min(JOIN_HEAD, len(items) - 1) + 1):
+            tail_expr = Seq(items[k:]) if k < len(items) - 1 else items[k]
+            tail = self._lookup(("terminal", fingerprint(tail_expr) + tag, max_states))
+            if tail is None:
+                continue
+            head_expr = Seq(items[:k]) if k > 1 else items[0]
+            if nullable(head_expr) or nullable(tail_expr):
+                return None
+            head = self.get(head_expr, max_states, variant=variant)
+            assert isinstance(tail, PackedDfa)
+            if head.tile is not None or tail.tile is not None or head.cap or tail.cap:
+                return None
+            return _join(head.unpack(), tail.unpack(), max_states)
+        return None
 
     def _lookup(self, key: tuple[object, ...]) -> PackedDfa | _Part | None:
         with self._lock:
@@ -435,6 +475,24 @@ class DfaCache:
         important[1] = True
         return subset_construction(256, eps_ptr, eps_nbr, edge_ptr, lo, hi, tgt, important, 0, 1,
                                    max_states)
+
+
+def _join(head: ByteDFA, tail: ByteDFA, max_states: int) -> ByteDFA | None:
+    """The canonical DFA of ``L(head) L(tail)`` (both without the empty string): the tail's
+    start transitions copied onto the head's accepting states, or None where some such state
+    already leaves on a byte the tail starts with (the result would not be deterministic)."""
+    n = head.trans.shape[0]
+    trans = np.empty((n + tail.trans.shape[0], 256), np.int32)
+    trans[:n] = head.trans
+    trans[n:] = np.where(tail.trans >= 0, tail.trans + n, -1)
+    ends = np.flatnonzero(head.accept)
+    rows = trans[ends]
+    start = trans[n]
+    if ((rows >= 0) & (start >= 0)).any():
+        return None
+    trans[ends] = np.where(rows >= 0, rows, start)
+    accept = np.concatenate([np.zeros(n, np.bool_), tail.accept])
+    return _finish((trans, accept), True, max_states)
 
 
 DFA_CACHE = DfaCache()

@@ -258,3 +258,57 @@ def test_composition_keeps_the_state_bound(monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(GrammarTooLargeError):
         DfaCache().get(many, 300)
     assert DfaCache().get(many, 5_000).num_states == _direct_dfa(many).num_states
+
+
+def _watched_joins(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Under ``COMPOSE = "reused"``, whether each attempted join succeeded."""
+    monkeypatch.setattr(dfa_cache, "COMPOSE", "reused")
+    joins: list[bool] = []
+    real = dfa_cache._join
+
+    def spy(head: object, tail: object, max_states: int) -> object:
+        out = real(head, tail, max_states)  # type: ignore[arg-type]
+        joins.append(out is not None)
+        return out
+
+    monkeypatch.setattr(dfa_cache, "_join", spy)
+    return joins
+
+
+@pytest.mark.parametrize("value", [Literal("null"), _quoted(URI_BODY),
+                                   Choice((Literal("true"), Literal("false")))])
+def test_a_comma_variant_is_joined_to_its_member(monkeypatch: pytest.MonkeyPatch,
+                                                 value: Expr) -> None:
+    """``ws "," ws member`` built after ``member``: the member's DFA behind the comma's."""
+    joins = _watched_joins(monkeypatch)
+    member = Seq((Literal('"k"'), WS, Literal(":"), WS, value))
+    cache = DfaCache()
+    cache.get(member, 50_000)
+    led = Seq((WS, Literal(","), WS, member))
+    assert _same(cache.get(led, 50_000), _direct_dfa(led))
+    assert joins == [True]
+    alone = Seq((WS, Literal(","), WS, Seq((Literal('"j"'), WS, Literal(":"), WS, value))))
+    assert _same(cache.get(alone, 50_000), _direct_dfa(alone))  # no member built: no join
+    assert joins == [True]
+
+
+def test_a_join_that_would_not_be_deterministic_is_left_to_composition(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The head's accepting state goes on reading ``a``, which the tail starts with."""
+    joins = _watched_joins(monkeypatch)
+    tail = Seq((Literal("a"), Literal("b")))
+    cache = DfaCache()
+    cache.get(tail, 1_000)
+    expr = Seq((Literal("x"), Repeat(Literal("a"), 0, None), Literal("a"), Literal("b")))
+    assert _same(cache.get(expr, 1_000), _direct_dfa(expr))
+    assert joins == [False]
+
+
+def test_a_nullable_head_is_not_joined(monkeypatch: pytest.MonkeyPatch) -> None:
+    joins = _watched_joins(monkeypatch)
+    member = Seq((Literal('"k"'), WS, Literal(":"), WS, Literal("1")))
+    cache = DfaCache()
+    cache.get(member, 1_000)
+    expr = Seq((WS, Repeat(Literal(","), 0, 1), WS, member))  # the comma may be missing
+    assert _same(cache.get(expr, 1_000), _direct_dfa(expr))
+    assert joins == []
