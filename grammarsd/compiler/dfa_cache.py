@@ -77,7 +77,7 @@ COMPOSE_MAX_COPIES = 4096  # a longer repeat is one part (the lexer tiles or chu
 # built directly; larger ones (chains of members, each with its whitespace loops) determinise
 # faster at the character level (25 Github_ultra schemas: 32 nodes saves 19 % of their time).
 COMPOSE_PLAIN_NODES = 32
-JOIN_HEAD = 3  # ``DfaCache._joined`` looks for a built tail after at most this many items
+JOIN_HEAD = 3  # ``DfaCache._joined`` joins a built last item to at most this many before it
 
 
 def fingerprint(root: Expr) -> bytes:
@@ -286,7 +286,8 @@ class DfaCache:
     def _build(self, expr: Expr, max_states: int, rules: RuleSet,
                variant: Variant | None) -> ByteDFA:
         """The DFA of ``expr`` (rewritten by ``variant``) on a miss: joined to a tail built
-        before (``_joined``), composed from cached parts (``_compose``), or built directly."""
+        before (``_joined``), spelled as a chain (``_chain``), composed from cached parts
+        (``_compose``), or built directly."""
         plain = (not rules and _flattened(expr) and _counted(expr) is None
                  and excluding_lexeme(expr) is None)
         if plain and COMPOSE != "never":
@@ -295,6 +296,10 @@ class DfaCache:
                 return joined
         if variant is not None:
             expr = variant.rewrite(expr)
+        if plain and COMPOSE != "never":
+            chain = _chain(expr)
+            if chain is not None and chain.num_states <= max_states:
+                return chain
         if plain:
             flat = self._composable(expr, max_states)
             if flat is not None:
@@ -302,29 +307,25 @@ class DfaCache:
         return build_byte_dfa(expr, nonempty=True, max_states=max_states, rules=rules)
 
     def _joined(self, expr: Expr, max_states: int, variant: Variant | None) -> ByteDFA | None:
-        """The DFA of a ``Seq`` whose items after the first ``k <= JOIN_HEAD`` (one item or a
-        ``Seq`` of them) are a terminal already built (an object member's comma variant
-        ``ws "," ws member``, built after the member itself), as the head's DFA followed by that
-        tail's; None where no such tail is cached, either side derives the empty string, or the
-        join is not deterministic."""
-        if not isinstance(expr, Seq):
+        """The DFA of a ``Seq`` of at most ``JOIN_HEAD`` items and a last one that is a terminal
+        already built (an object member's comma variant ``ws "," ws member``, built after the
+        member itself), as the head's DFA followed by the last item's; None where that item is
+        not cached, either side derives the empty string, or the join is not deterministic."""
+        if not isinstance(expr, Seq) or not 1 < len(expr.items) <= JOIN_HEAD + 1:
             return None
-        items = expr.items
+        *head_items, tail_expr = expr.items
         tag = b"" if variant is None else variant.tag
-        for k in range(1, min(JOIN_HEAD, len(items) - 1) + 1):
-            tail_expr = Seq(items[k:]) if k < len(items) - 1 else items[k]
-            tail = self._lookup(("terminal", fingerprint(tail_expr) + tag, max_states))
-            if tail is None:
-                continue
-            head_expr = Seq(items[:k]) if k > 1 else items[0]
-            if nullable(head_expr) or nullable(tail_expr):
-                return None
-            head = self.get(head_expr, max_states, variant=variant)
-            assert isinstance(tail, PackedDfa)
-            if head.tile is not None or tail.tile is not None or head.cap or tail.cap:
-                return None
-            return _join(head.unpack(), tail.unpack(), max_states)
-        return None
+        tail = self._lookup(("terminal", fingerprint(tail_expr) + tag, max_states))
+        if tail is None:
+            return None
+        head_expr = Seq(tuple(head_items)) if len(head_items) > 1 else head_items[0]
+        if nullable(head_expr) or nullable(tail_expr):
+            return None
+        head = self.get(head_expr, max_states, variant=variant)
+        assert isinstance(tail, PackedDfa)
+        if head.tile is not None or tail.tile is not None or head.cap or tail.cap:
+            return None
+        return _join(head.unpack(), tail.unpack(), max_states)
 
     def _lookup(self, key: tuple[object, ...]) -> PackedDfa | _Part | None:
         with self._lock:
@@ -475,6 +476,53 @@ class DfaCache:
         important[1] = True
         return subset_construction(256, eps_ptr, eps_nbr, edge_ptr, lo, hi, tgt, important, 0, 1,
                                    max_states)
+
+
+def _chain(expr: Expr) -> ByteDFA | None:
+    """The DFA of a ``Seq`` of literals and loops over ASCII classes (a member's key and colon
+    between whitespace gaps, a comma), spelled directly: one state per byte, each loop on the
+    state it follows; None for any other shape, for a loop holding the byte after it or
+    beside another loop at the same state (no longer deterministic as written), or for one
+    that spells no byte. Already canonical: the shortest word from state ``i`` has
+    ``n - 1 - i`` bytes, so no two states are equivalent, and each state has one successor
+    besides itself, so breadth-first order is the chain's."""
+    spelled = bytearray()  # the chain's bytes
+    loops: dict[int, CharClass] = {}  # state -> its loop
+    todo = [expr]
+    while todo:
+        e = todo.pop()
+        if isinstance(e, Seq):
+            todo.extend(reversed(e.items))
+        elif isinstance(e, Literal):
+            try:
+                data = e.text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: the lexer's business
+                return None
+            loop = loops.get(len(spelled))
+            if data and loop is not None and any(a <= data[0] <= b for a, b in loop.ranges):
+                return None
+            spelled += data
+        elif (isinstance(e, Repeat) and e.min == 0 and e.max is None
+              and isinstance(e.item, CharClass) and e.item.ranges
+              and e.item.ranges[-1][1] < 0x80):
+            if loops.setdefault(len(spelled), e.item) != e.item:  # ``a* b*`` is not ``(a|b)*``
+                return None
+        else:
+            return None
+    n = len(spelled) + 1
+    if n == 1:
+        return None
+    trans = np.full((n, 256), -1, np.int32)
+    states = np.arange(n - 1)
+    trans[states, np.frombuffer(bytes(spelled), np.uint8)] = states + 1
+    for state, loop in loops.items():
+        for a, b in loop.ranges:
+            trans[state, a:b + 1] = state
+    accept = np.zeros(n, np.bool_)
+    accept[-1] = True
+    trans.setflags(write=False)
+    accept.setflags(write=False)
+    return ByteDFA(trans, accept)
 
 
 def _join(head: ByteDFA, tail: ByteDFA, max_states: int) -> ByteDFA | None:

@@ -299,7 +299,7 @@ def test_a_join_that_would_not_be_deterministic_is_left_to_composition(
     tail = Seq((Literal("a"), Literal("b")))
     cache = DfaCache()
     cache.get(tail, 1_000)
-    expr = Seq((Literal("x"), Repeat(Literal("a"), 0, None), Literal("a"), Literal("b")))
+    expr = Seq((Literal("x"), Repeat(Literal("a"), 0, None), tail))
     assert _same(cache.get(expr, 1_000), _direct_dfa(expr))
     assert joins == [False]
 
@@ -312,3 +312,25 @@ def test_a_nullable_head_is_not_joined(monkeypatch: pytest.MonkeyPatch) -> None:
     expr = Seq((WS, Repeat(Literal(","), 0, 1), WS, member))  # the comma may be missing
     assert _same(cache.get(expr, 1_000), _direct_dfa(expr))
     assert joins == []
+
+
+_DIGITS = chars([(ord("0"), ord("9"))])
+CHAINS = [  # (expression, spelled as a chain)
+    (Seq((Literal('"key"'), WS, Literal(":"), WS)), True),
+    (Seq((WS, Literal(","), WS)), True),
+    (Seq((Literal("{"), WS, WS, Literal("}"))), True),  # one loop twice: still one loop
+    (Seq((Literal("\u00e9t\u00e9"), Repeat(_DIGITS, 0, None), Seq((Literal("x"), WS)))), True),
+    (Seq((WS, Literal(" a"))), False),  # the loop holds the byte after it
+    (Seq((Literal("a"), WS, Repeat(_DIGITS, 0, None), Literal("b"))), False),  # a* b*
+    (Seq((Literal("a"), Repeat(chars([(0xE9, 0xE9)]), 0, None))), False),  # not one byte each
+    (Seq((WS, WS)), False),  # no byte: only the empty string and loops
+]
+
+
+@pytest.mark.parametrize(("expr", "chained"), CHAINS)
+def test_a_chain_is_spelled_directly_and_equals_the_direct_construction(
+        expr: Expr, chained: bool) -> None:
+    chain = dfa_cache._chain(expr)
+    assert (chain is not None) == chained
+    if chain is not None:
+        assert _same(PackedDfa.pack(chain), _direct_dfa(expr))  # canonical as it stands
