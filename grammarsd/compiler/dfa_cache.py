@@ -24,10 +24,12 @@ key pattern) is built inside its terminal the direct way, as building it apart a
 over bytes would cost more than it saves. One without string parts is composed when it is
 small (``COMPOSE_PLAIN_NODES``).
 
-Joins. An object's optional member comes twice: ``member`` where it may be the first key and
-``ws "," ws member`` after another. The second is built after the first, so its DFA is the
-comma's DFA with the member's cached DFA behind it (``DfaCache._joined``): no parts, no subset
-construction, only the canonical numbering of the glued table.
+Joins and chains. An object's optional member comes twice: ``member`` where it may be the first
+key and ``ws "," ws member`` after another. The second is built after the first, so its DFA is
+the comma's DFA with the member's cached DFA behind it (``DfaCache._joined``): no parts, no
+subset construction, only the canonical numbering of the glued table. A terminal of literals
+and whitespace loops alone (a key and its colon, a comma) is written out as its table
+(``_chain``), which is canonical as it stands.
 """
 
 from __future__ import annotations
@@ -290,13 +292,14 @@ class DfaCache:
         (``_compose``), or built directly."""
         plain = (not rules and _flattened(expr) and _counted(expr) is None
                  and excluding_lexeme(expr) is None)
-        if plain and COMPOSE != "never":
+        shortcuts = plain and COMPOSE != "never"  # tests pin the direct construction
+        if shortcuts:
             joined = self._joined(expr, max_states, variant)
             if joined is not None:
                 return joined
         if variant is not None:
             expr = variant.rewrite(expr)
-        if plain and COMPOSE != "never":
+        if shortcuts:
             chain = _chain(expr)
             if chain is not None and chain.num_states <= max_states:
                 return chain
