@@ -15,6 +15,24 @@ END = np.int32(2**30)  # ``item_next`` of a complete item (``tables.END``)
 
 
 @njit(cache=True, nogil=True)
+def _grouped(keys: np.ndarray, values: np.ndarray, count: int,
+             num_keys: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """The first ``count`` pairs ``keys[i] -> values[i]`` grouped by key (CSR): the values of
+    key ``k`` are ``out[ptr[k]:ptr[k + 1]]``, in their order."""
+    ptr = np.zeros(num_keys + 1, np.int64)
+    for i in range(count):
+        ptr[keys[i] + 1] += 1
+    for k in range(num_keys):
+        ptr[k + 1] += ptr[k]
+    out = np.empty(count, np.int64)
+    fill = ptr[:-1].copy()
+    for i in range(count):
+        out[fill[keys[i]]] = values[i]
+        fill[keys[i]] += 1
+    return ptr, out
+
+
+@njit(cache=True, nogil=True)
 def _derivable(num_nt: int, lhs: np.ndarray, ptr: np.ndarray, syms: np.ndarray,
                keep: np.ndarray, terminals: bool) -> np.ndarray:  # pragma: no cover - compiled
     """uint8 [num_nt]: the least set of nonterminals with a kept production whose every symbol
@@ -23,27 +41,21 @@ def _derivable(num_nt: int, lhs: np.ndarray, ptr: np.ndarray, syms: np.ndarray,
     decrements the counts of the productions that use it."""
     num_prods = lhs.shape[0]
     missing = np.zeros(num_prods, np.int64)
-    users_ptr = np.zeros(num_nt + 1, np.int64)
+    used = np.empty(syms.shape[0], np.int64)  # (nonterminal used, production using it) pairs
+    user = np.empty(syms.shape[0], np.int64)
+    num_uses = 0
     for p in range(num_prods):
         if keep[p]:
             for i in range(ptr[p], ptr[p + 1]):
                 s = syms[i]
                 if s >= 0:
-                    users_ptr[s + 1] += 1
+                    used[num_uses] = s
+                    user[num_uses] = p
+                    num_uses += 1
                     missing[p] += 1
                 elif not terminals:
                     missing[p] += 1  # never found: a terminal is not empty
-    for n in range(num_nt):
-        users_ptr[n + 1] += users_ptr[n]
-    users = np.empty(users_ptr[num_nt], np.int64)
-    fill = users_ptr[:-1].copy()
-    for p in range(num_prods):
-        if keep[p]:
-            for i in range(ptr[p], ptr[p + 1]):
-                s = syms[i]
-                if s >= 0:
-                    users[fill[s]] = p
-                    fill[s] += 1
+    users_ptr, users = _grouped(used, user, num_uses, num_nt)
     found = np.zeros(num_nt, np.uint8)
     ready = np.empty(num_prods + users.shape[0], np.int64)
     top = 0
@@ -90,18 +102,8 @@ def trim_and_number(
                 keep[p] = 0
                 break
     # reachable from ``start`` over the kept productions, grouped by left-hand side
-    by_lhs_ptr = np.zeros(num_nt + 1, np.int64)
-    for p in range(num_prods):
-        if keep[p]:
-            by_lhs_ptr[lhs[p] + 1] += 1
-    for n in range(num_nt):
-        by_lhs_ptr[n + 1] += by_lhs_ptr[n]
-    by_lhs = np.empty(by_lhs_ptr[num_nt], np.int64)
-    fill = by_lhs_ptr[:-1].copy()
-    for p in range(num_prods):
-        if keep[p]:
-            by_lhs[fill[lhs[p]]] = p
-            fill[lhs[p]] += 1
+    kept = np.flatnonzero(keep)
+    by_lhs_ptr, by_lhs = _grouped(lhs[kept], kept, kept.shape[0], num_nt)
     reachable = np.zeros(num_nt, np.uint8)
     stack = np.empty(num_nt, np.int64)
     reachable[start] = 1
@@ -136,22 +138,9 @@ def trim_and_number(
                     used_nt_mask[s] = 1
                 else:
                     used_t_mask[-s - 1] = 1
-    nt_map = np.full(num_nt, -1, np.int32)
-    used_nt = np.empty(num_nt, np.int32)
-    new_nt = 0
-    for n in range(num_nt):
-        if used_nt_mask[n]:
-            nt_map[n] = new_nt
-            used_nt[new_nt] = n
-            new_nt += 1
-    t_map = np.full(num_terms, -1, np.int32)
-    used_t = np.empty(num_terms, np.int32)
-    new_t = 0
-    for t in range(num_terms):
-        if used_t_mask[t]:
-            t_map[t] = new_t
-            used_t[new_t] = t
-            new_t += 1
+    nt_map, used_nt = _renumber(used_nt_mask)
+    t_map, used_t = _renumber(used_t_mask)
+    new_nt = used_nt.shape[0]
 
     nt_ptr = np.zeros(new_nt + 1, np.int32)
     for p in range(num_prods):
@@ -191,7 +180,22 @@ def trim_and_number(
     for n in range(new_nt):
         nullable[n] = nullable_old[used_nt[n]]
     return (True, item_next, item_lhs, nt_ptr, nt_items, nullable, start_item, accept_item,
-            used_nt[:new_nt].copy(), used_t[:new_t].copy())
+            used_nt, used_t)
+
+
+@njit(cache=True, nogil=True)
+def _renumber(used: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """The new number of each old one marked ``used`` (-1 for the others), in the old order,
+    and the old numbers by new."""
+    new_of = np.full(used.shape[0], -1, np.int32)
+    old_of = np.empty(used.shape[0], np.int32)
+    count = 0
+    for old in range(used.shape[0]):
+        if used[old]:
+            new_of[old] = count
+            old_of[count] = old
+            count += 1
+    return new_of, old_of[:count].copy()
 
 
 @njit(cache=True, nogil=True)
@@ -200,16 +204,7 @@ def _propagate(sets: np.ndarray, src: np.ndarray, dst: np.ndarray,
     """Close the bitsets ``sets`` (uint64 [M, 4]) under ``sets[b] |= sets[a]`` for each of the
     first ``num_edges`` edges ``src -> dst``."""
     m = sets.shape[0]
-    edge_ptr = np.zeros(m + 1, np.int64)
-    for e in range(num_edges):
-        edge_ptr[src[e] + 1] += 1
-    for x in range(m):
-        edge_ptr[x + 1] += edge_ptr[x]
-    edges = np.empty(num_edges, np.int64)
-    fill = edge_ptr[:-1].copy()
-    for e in range(num_edges):
-        edges[fill[src[e]]] = dst[e]
-        fill[src[e]] += 1
+    edge_ptr, edges = _grouped(src, dst, num_edges, m)
     work = np.arange(m)
     queued = np.ones(m, np.uint8)
     top = m
