@@ -132,11 +132,16 @@ class EarleyTables:
     state_tile: np.ndarray
     state_cap: np.ndarray
     term_cap: np.ndarray
-    nt_names: tuple[str, ...] = field(repr=False)
+    nt_labels: tuple[str | HelperName, ...] = field(repr=False)  # see ``nt_names``
     term_exprs: tuple[Expr, ...] = field(repr=False)
     ws_bound: int = 0
     term_dfas: tuple[PackedDfa, ...] = field(repr=False, default=())  # as placed, shared with
     # the DFA cache: per-terminal facts the matcher keeps across grammars key on them
+
+    @property
+    def nt_names(self) -> tuple[str, ...]:
+        """The nonterminals' names: a rule's name, or a helper's expression text."""
+        return tuple(str(label) for label in self.nt_labels)
 
     @property
     def num_items(self) -> int:
@@ -225,6 +230,18 @@ def _label(expr: Expr, limit: int = 80) -> str:
     except RecursionError:
         return f"<deep {type(expr).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass(frozen=True, eq=False)
+class HelperName:
+    """A helper nonterminal's name, ``(expr)`` then ``suffix``, rendered when read: most are
+    never read, and rendering a big expression costs more than lowering it."""
+
+    expr: Expr
+    suffix: str = ""
+
+    def __str__(self) -> str:
+        return f"({_label(self.expr)}){self.suffix}"
 
 
 def _chunked(expr: Repeat, per_chunk: int, lex_whole: Callable[[Expr], None]) -> Expr:
@@ -638,7 +655,7 @@ class _Lowering:
         self._rule_sets: dict[frozenset[str], tuple[RuleSet, bytes]] = {}  # see ``rule_set``
         self.one_terminal: set[Expr] = set()  # big repeats lexed whole: see ``symbol``
         self.dfa_states = 0  # summed over the terminals built so far
-        self.nt_names: list[str] = []
+        self.nt_names: list[str | HelperName] = []
         self.prod_lhs: list[int] = []  # production p: prod_lhs[p] -> the symbols of
         self.prod_syms: list[int] = []  # prod_syms[prod_end[p - 1]:prod_end[p]] (``_bnf``)
         self.prod_end: list[int] = []
@@ -652,7 +669,7 @@ class _Lowering:
 
     # -- symbols -------------------------------------------------------------
 
-    def new_nt(self, name: str) -> int:
+    def new_nt(self, name: str | HelperName) -> int:
         self.nt_names.append(name)
         return len(self.nt_names) - 1
 
@@ -828,12 +845,12 @@ class _Lowering:
                 return self.repeat(expr)
             key = ("chunked", expr)  # a big repeat of a small regular item
             if key not in self.helper_nt:
-                h = self.helper_nt[key] = self.new_nt(f"({_label(expr)})")
+                h = self.helper_nt[key] = self.new_nt(HelperName(expr))
                 chunked = _chunked(whole, per_chunk, self.one_terminal.add)
                 self.add_prod(h, [self.symbol(chunked)])
             return self.helper_nt[key]
         if expr not in self.helper_nt:
-            h = self.helper_nt[expr] = self.new_nt(f"({_label(expr)})")
+            h = self.helper_nt[expr] = self.new_nt(HelperName(expr))
             for alt in self.alternatives(expr):
                 self.add_prod(h, alt)
         return self.helper_nt[expr]
@@ -847,7 +864,7 @@ class _Lowering:
             return _EPS
         key = ("opt", sym)
         if key not in self.helper_nt:
-            h = self.helper_nt[key] = self.new_nt(f"({_label(expr)})?")
+            h = self.helper_nt[key] = self.new_nt(HelperName(expr, "?"))
             self.add_prod(h, [sym])
             self.add_prod(h, [])
         return self.helper_nt[key]
@@ -955,7 +972,7 @@ class _Lowering:
             raise GrammarTooLargeError("repeat bound", hi, self.limits.max_repeat)
         if expr.min > self.limits.max_repeat:
             raise GrammarTooLargeError("repeat bound", expr.min, self.limits.max_repeat)
-        h = self.helper_nt[expr] = self.new_nt(f"({_label(expr)})")
+        h = self.helper_nt[expr] = self.new_nt(HelperName(expr))
         if x is _EPS:
             self.add_prod(h, [])
             return h
@@ -965,14 +982,14 @@ class _Lowering:
             return h
         body: list[object] = [x] * expr.min
         if hi is None:
-            star = self.new_nt(f"({_label(expr.item)})*")
+            star = self.new_nt(HelperName(expr.item, "*"))
             self.add_prod(star, [])
             self.add_prod(star, [star, x])  # left recursion: linear in Earley
             body.append(star)
         elif hi > expr.min:
             tail: object = _EPS
             for k in range(1, hi - expr.min + 1):
-                opt = self.new_nt(f"({_label(expr.item)}){{0,{k}}}")
+                opt = self.new_nt(HelperName(expr.item, f"{{0,{k}}}"))
                 self.add_prod(opt, [])
                 self.add_prod(opt, [x, tail])
                 tail = opt
@@ -1140,7 +1157,7 @@ def build_tables(
         state_tile=state_tile,
         state_cap=state_cap,
         term_cap=term_cap,
-        nt_names=tuple(low.nt_names[o] for o in used_nt.tolist()),
+        nt_labels=tuple(low.nt_names[o] for o in used_nt.tolist()),
         term_exprs=tuple(low.term_exprs[o] for o in used_t.tolist()),
         ws_bound=0 if open_gaps is None else open_gaps.bound,
         term_dfas=tuple(dfas),

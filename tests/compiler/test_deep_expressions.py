@@ -12,7 +12,8 @@ import pytest
 
 import grammarsd as gs
 from grammarsd.errors import GrammarTooLargeError
-from grammarsd.grammar.ir import Expr, Grammar, Ref, choice, lit, seq
+from grammarsd.compiler.tables import build_tables
+from grammarsd.grammar.ir import Expr, Grammar, Ref, Repeat, choice, lit, seq
 from grammarsd.tokenizer.info import TokenizerInfo
 
 
@@ -37,6 +38,20 @@ def test_nesting_deeper_than_str_can_print_compiles(llama3_info: TokenizerInfo) 
     # the language by hand
     assert accepts("b") and accepts("a" * 10 + "b") and accepts("a" * depth + "(c)")
     assert not accepts("a" * depth + "b") and not accepts("a" * 10 + "c") and not accepts("")
+
+
+def test_helper_names_are_the_expression_text_cut_to_80_characters() -> None:
+    item = seq(lit("{"), Ref("x"), lit("}"))
+    long_item = seq(*(lit(f"word{i} ") for i in range(30)), Ref("x"))
+    grammar = Grammar({"start": seq(Repeat(item), Repeat(long_item, 0, 2), Ref("x")),
+                       "x": choice(lit("c"), seq(lit("("), Ref("x"), lit(")")))})
+    names = build_tables(grammar).nt_names
+    assert '("{" x "}")*' in names  # written by hand, not by str()
+    cut = [n for n in names if "word0 word1 word2" in n]
+    assert {n[n.index("...)") + 4 :] for n in cut} == {"", "{0,1}", "{0,2}"}
+    assert all(len(n[1 : n.index("...)") + 3]) == 80 for n in cut)
+    deep = build_tables(_nested(150)).nt_names  # too deep for str() on some interpreters
+    assert all(n.startswith(("(", "<", "start", "x")) for n in deep)
 
 
 def test_nesting_past_the_compilers_reach_is_a_typed_error(llama3_info: TokenizerInfo) -> None:
