@@ -119,7 +119,7 @@ def schema_to_grammar(
 def recursion_refused() -> Iterator[None]:
     """Turn a ``RecursionError`` into ``GrammarTooLargeError("schema_recursion")``: subschemas
     nested, or chained through ``$ref``, past what the recursive checks and lowering can walk
-    (~190 levels at Python's default recursion limit)."""
+    (~75 levels at Python's default recursion limit: ``compiler._FRAMES_PER_LEVEL``)."""
     try:
         yield
     except RecursionError:

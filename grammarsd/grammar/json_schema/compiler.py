@@ -56,6 +56,7 @@ import functools
 import itertools
 import json
 import math
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -292,6 +293,19 @@ def whitespace_gaps(options: JsonSchemaOptions) -> WhitespaceGaps | None:
 # --------------------------------------------------------------------------- lowering
 
 
+_FRAMES_PER_LEVEL = 12  # Python frames between a value's ``_Lowering.value`` and a member's (9)
+# and the calls a level makes: subschemas nested past the stack this leaves are refused
+# (``recursion_refused``) before the stack runs out inside ``referencing``'s extension code,
+# which turns a ``RecursionError`` into a panic
+
+
+def _stack_depth() -> int:
+    depth, frame = 0, sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    return depth
+
+
 class _Lowering:
     """One compilation: rules so far, memo of lowered conjunctions, the draft and registry."""
 
@@ -317,6 +331,7 @@ class _Lowering:
         self._patterns: dict[str, CharDFA] = {}
         self._counter = 0
         self.emptiness = _Emptiness(self)
+        self._levels_left = (sys.getrecursionlimit() - _stack_depth()) // _FRAMES_PER_LEVEL
 
     # ------------------------------------------------------------------ helpers
 
@@ -425,14 +440,20 @@ class _Lowering:
         hit = self._memo.get(key)
         if hit is not None:
             return hit
+        if self._levels_left == 0:  # out of stack before any call (into ``referencing``'s
+            raise RecursionError  # extension code, say) meets it: see ``_FRAMES_PER_LEVEL``
         name = self._name("value")
         ref = self._memo[key] = Ref(name)
         self._keepalive.append(nodes)
         self.rules[name] = NOTHING  # placeholder while recursing
-        alternatives = [()] if not nodes else self._product(
-            [self._expand(n, ()) for n in nodes], nodes[0].pointer, "allOf")
-        self.rules[name] = choice(*(self._emit(self._merge(alt), nodes, level)
-                                    for alt in alternatives))
+        self._levels_left -= 1
+        try:
+            alternatives = [()] if not nodes else self._product(
+                [self._expand(n, ()) for n in nodes], nodes[0].pointer, "allOf")
+            self.rules[name] = choice(*(self._emit(self._merge(alt), nodes, level)
+                                        for alt in alternatives))
+        finally:
+            self._levels_left += 1
         return ref
 
     # ------------------------------------------------------------------ expansion

@@ -34,14 +34,12 @@ def check_schema(schema: Any, validator: Any) -> jsonschema.ValidationError | No
     """The most relevant error of ``schema`` against the metaschema of ``validator`` (a
     ``jsonschema`` validator class), or None if it is valid. A valid schema (the common case)
     is passed by the metaschema's compiled predicate (``_fast_check``); ``jsonschema`` runs only
-    to name the error of an invalid one."""
+    to name the error of an invalid one. A schema nested past the stack raises
+    ``RecursionError`` here, before ``jsonschema`` could meet it inside ``referencing``'s
+    extension code, which turns it into a panic."""
     fast = _fast_check(validator)
-    if fast is not None:
-        try:
-            if fast(schema):
-                return None
-        except RecursionError:
-            pass  # nested past the stack: jsonschema decides (and reports) as before
+    if fast is not None and fast(schema):
+        return None
     return jsonschema.exceptions.best_match(_metaschema_validator(validator).iter_errors(schema))
 
 
