@@ -11,8 +11,8 @@ import jsonschema
 import pytest
 
 import grammarsd as gs
-from grammarsd.errors import GrammarTooLargeError
 from grammarsd.compiler.tables import build_tables
+from grammarsd.errors import GrammarTooLargeError
 from grammarsd.grammar.ir import Expr, Grammar, Ref, Repeat, choice, lit, seq
 from grammarsd.tokenizer.info import TokenizerInfo
 

@@ -61,6 +61,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
+from types import FrameType
 from typing import Any
 
 import jsonschema
@@ -300,7 +301,8 @@ _FRAMES_PER_LEVEL = 12  # Python frames between a value's ``_Lowering.value`` an
 
 
 def _stack_depth() -> int:
-    depth, frame = 0, sys._getframe()
+    depth = 0
+    frame: FrameType | None = sys._getframe()
     while frame is not None:
         depth, frame = depth + 1, frame.f_back
     return depth
