@@ -29,7 +29,9 @@ key and ``ws "," ws member`` after another. The second is built after the first,
 the comma's DFA with the member's cached DFA behind it (``DfaCache._joined``): no parts, no
 subset construction, only the canonical numbering of the glued table. A terminal of literals
 and whitespace loops alone (a key and its colon, a comma) is written out as its table
-(``_chain``), which is canonical as it stands.
+(``_chain``), which is canonical as it stands. A member met first (or only) in one form is its
+key's chain joined to its value's DFA, the value a terminal of its own: values recur across
+members, keys do not (``DfaCache._chain_then_value``).
 """
 
 from __future__ import annotations
@@ -314,21 +316,49 @@ class DfaCache:
         already built (an object member's comma variant ``ws "," ws member``, built after the
         member itself), as the head's DFA followed by the last item's; None where that item is
         not cached, either side derives the empty string, or the join is not deterministic."""
-        if not isinstance(expr, Seq) or not 1 < len(expr.items) <= JOIN_HEAD + 1:
+        if not isinstance(expr, Seq) or len(expr.items) < 2:
             return None
         *head_items, tail_expr = expr.items
         tag = b"" if variant is None else variant.tag
-        tail = self._lookup(("terminal", fingerprint(tail_expr) + tag, max_states))
+        tail = None
+        if len(head_items) <= JOIN_HEAD:
+            tail = self._lookup(("terminal", fingerprint(tail_expr) + tag, max_states))
         if tail is None:
-            return None
+            return self._chain_then_value(expr, max_states, variant)
         head_expr = Seq(tuple(head_items)) if len(head_items) > 1 else head_items[0]
         if nullable(head_expr) or nullable(tail_expr):
             return None
         head = self.get(head_expr, max_states, variant=variant)
         assert isinstance(tail, PackedDfa)
-        if head.tile is not None or tail.tile is not None or head.cap or tail.cap:
+        if head.tile is not None or head.cap:
             return None
-        return _join(head.unpack(), tail.unpack(), max_states)
+        return self._join_packed(head.unpack(), tail, max_states)
+
+    def _chain_then_value(self, expr: Seq, max_states: int,
+                          variant: Variant | None) -> ByteDFA | None:
+        """The DFA of an object member ``key ws ":" ws value`` (or its comma variant, the member
+        nested last) as the chain before the value (``_chain``, not cached: keys differ)
+        followed by the value's DFA, built or found as a terminal of its own (values repeat
+        across members); None where the items before the last leaf are no chain."""
+        items = list(expr.items)
+        while isinstance(items[-1], Seq) and len(items[-1].items) > 1 and all(
+                map(_chain_shaped, items[-1].items[:-1])):
+            items[-1:] = items[-1].items
+        *head_items, value = items
+        if (_chain_shaped(value) or not all(map(_chain_shaped, head_items))  # (no rewrite
+                or nullable(value)):  # to try where ``_chain`` would refuse the head)
+            return None  # all of it a chain (``_chain``), or no chain before the value
+        head_expr = Seq(tuple(head_items))
+        head = _chain(head_expr if variant is None else variant.rewrite(head_expr))
+        if head is None:
+            return None
+        return self._join_packed(head, self.get(value, max_states, variant=variant), max_states)
+
+    @staticmethod
+    def _join_packed(head: ByteDFA, tail: PackedDfa, max_states: int) -> ByteDFA | None:
+        if tail.tile is not None or tail.cap:
+            return None
+        return _join(head, tail.unpack(), max_states)
 
     def _lookup(self, key: tuple[object, ...]) -> PackedDfa | _Part | None:
         with self._lock:
@@ -526,6 +556,11 @@ def _chain(expr: Expr) -> ByteDFA | None:
     trans.setflags(write=False)
     accept.setflags(write=False)
     return ByteDFA(trans, accept)
+
+
+def _chain_shaped(e: Expr) -> bool:
+    """Whether ``e`` may be a link of a chain (``_chain`` decides, after any rewrite)."""
+    return isinstance(e, Literal) or (isinstance(e, Repeat) and isinstance(e.item, CharClass))
 
 
 def _join(head: ByteDFA, tail: ByteDFA, max_states: int) -> ByteDFA | None:

@@ -220,9 +220,15 @@ def _watched_cache(monkeypatch: pytest.MonkeyPatch) -> tuple[DfaCache, list[Expr
     return cache, composed
 
 
+def _unjoined(key: str, value: Expr) -> Expr:
+    """A member with a gap after its value: no chain before a last value to join
+    (``DfaCache._chain_then_value``), so it is composed or built directly."""
+    return Seq((_prop(key, value), WS))
+
+
 def test_reused_string_parts_turn_composition_on(monkeypatch: pytest.MonkeyPatch) -> None:
     cache, composed = _watched_cache(monkeypatch)
-    first, second, third = (_prop(k, _quoted(URI_BODY)) for k in ("a", "b", "c"))
+    first, second, third = (_unjoined(k, _quoted(URI_BODY)) for k in ("a", "b", "c"))
     own_key = Seq((_quoted(KEY_BODY), WS, Literal(":")))
     for expr in (first, own_key, second, third):
         assert _same(cache.get(expr, 50_000), _direct_dfa(expr))
@@ -235,8 +241,7 @@ def test_a_small_terminal_without_string_parts_is_composed_at_once(
     """Over cached literal and whitespace parts a member's comma, key and colon cost less than
     the direct construction; a long chain of them does not (``COMPOSE_PLAIN_NODES``)."""
     cache, composed = _watched_cache(monkeypatch)
-    small = Seq((WS, Literal(","), WS, Literal('"k"'), WS, Literal(":"), WS,
-                 Choice((Literal("true"), Literal("false")))))
+    small = _unjoined("k", Choice((Literal("true"), Literal("false"))))
     chain = Seq(tuple(x for i in range(dfa_cache.COMPOSE_PLAIN_NODES)
                       for x in (WS, Literal(f'"k{i}":'))))
     for expr in (small, chain):
@@ -284,12 +289,48 @@ def test_a_comma_variant_is_joined_to_its_member(monkeypatch: pytest.MonkeyPatch
     member = Seq((Literal('"k"'), WS, Literal(":"), WS, value))
     cache = DfaCache()
     cache.get(member, 50_000)
+    built = len(joins)  # the member: a chain, or its key's chain joined to the value
     led = Seq((WS, Literal(","), WS, member))
     assert _same(cache.get(led, 50_000), _direct_dfa(led))
-    assert joins == [True]
+    assert joins[built:] == [True]
     alone = Seq((WS, Literal(","), WS, Seq((Literal('"j"'), WS, Literal(":"), WS, value))))
-    assert _same(cache.get(alone, 50_000), _direct_dfa(alone))  # no member built: no join
-    assert joins == [True]
+    assert _same(cache.get(alone, 50_000), _direct_dfa(alone))
+    # no member built: the comma, key and colon are one chain joined to the value (no join
+    # where the value is a literal: all of it is one chain)
+    assert joins[built + 1:] == ([] if isinstance(value, Literal) else [True])
+
+
+_DIGITS = chars([(ord("0"), ord("9"))])
+MEMBER_VALUES = [  # (value, joined after the chain of key and colon)
+    (_quoted(URI_BODY), True),
+    (Choice((Literal("true"), Literal("false"))), True),
+    (Seq((Repeat(Literal("-"), 0, 1), Repeat(_DIGITS, 1, None))), True),
+    (Literal("null"), False),  # all of it a chain
+    (Repeat(_DIGITS, 0, 3), False),  # a chain too, as far as the shape goes
+    (Choice((Seq(()), Literal("x"))), False),  # derives the empty string
+]
+
+
+@pytest.mark.parametrize(("value", "joined"), MEMBER_VALUES)
+def test_a_member_is_its_key_chain_joined_to_its_value(
+        monkeypatch: pytest.MonkeyPatch, value: Expr, joined: bool) -> None:
+    joins = _watched_joins(monkeypatch)
+    cache = DfaCache()
+    for key in ("a", "b"):
+        member = Seq((Literal(f'"{key}"'), WS, Literal(":"), WS, value))
+        assert _same(cache.get(member, 50_000), _direct_dfa(member))
+    assert joins == [True, True] if joined else joins == []
+    if joined:  # the value was built once, as a terminal of its own, and found the second time
+        assert _same(cache.get(value, 50_000), _direct_dfa(value))
+        assert sum(key[0] == "terminal" for key in cache._items) == 3
+
+
+def test_a_member_after_a_key_that_is_no_chain_is_not_joined(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    joins = _watched_joins(monkeypatch)
+    member = Seq((_quoted(Excluding(("id",), ANY_CHAR)), WS, Literal(":"), WS, _quoted(URI_BODY)))
+    assert _same(DfaCache().get(member, 50_000), _direct_dfa(member))
+    assert joins == []
 
 
 def test_a_join_that_would_not_be_deterministic_is_left_to_composition(
@@ -314,7 +355,6 @@ def test_a_nullable_head_is_not_joined(monkeypatch: pytest.MonkeyPatch) -> None:
     assert joins == []
 
 
-_DIGITS = chars([(ord("0"), ord("9"))])
 CHAINS = [  # (expression, spelled as a chain)
     (Seq((Literal('"key"'), WS, Literal(":"), WS)), True),
     (Seq((WS, Literal(","), WS)), True),
