@@ -226,6 +226,23 @@ def test_recursive_ref() -> None:
     assert not accepts(tree, json.dumps({"v": 1, "kids": [{"kids": []}]}))
 
 
+@pytest.mark.parametrize(("draft", "id_keyword"), [
+    ("http://json-schema.org/draft-04/schema#", "id"),
+    ("https://json-schema.org/draft/2020-12/schema", "$id"),
+])
+def test_a_subschema_with_an_id_is_the_base_of_its_refs(draft: str, id_keyword: str) -> None:
+    """``#/definitions/x`` inside ``a`` is ``a``'s own definition, an integer (the root's is a
+    string): jsonschema is the oracle."""
+    schema = {"$schema": draft, id_keyword: "http://example.com/root.json",
+              "definitions": {"x": {"type": "string"}},
+              "properties": {"a": {id_keyword: "http://example.com/a.json",
+                                   "definitions": {"x": {"type": "integer"}},
+                                   "properties": {"b": {"$ref": "#/definitions/x"}}}}}
+    judge = jsonschema.validators.validator_for(schema)(schema)
+    for text in ('{"a": {"b": 1}}', '{"a": {"b": "s"}}'):
+        assert accepts(schema, text) == judge.is_valid(json.loads(text))
+
+
 def test_oneof_with_discriminator_is_exact_and_overlap_is_refused() -> None:
     cat = {"type": "object", "properties": {"kind": {"const": "cat"}, "lives": {"type": "integer"}},
            "required": ["kind"]}

@@ -352,7 +352,7 @@ class _Lowering:
             schema = schema[step]
             pointer += "/" + _escape_pointer(str(step))
         resolver = node.resolver
-        if isinstance(schema, dict):
+        if isinstance(schema, dict) and ("$id" in schema or "id" in schema):  # (draft 4: id)
             resource = self.draft.spec.create_resource(schema)
             if resource.id() is not None:
                 resolver = resolver.in_subresource(resource)
