@@ -498,6 +498,8 @@ def _facts_here(e: Expr, kids: tuple[Expr, ...]) -> NodeFacts:
     size = 1
     dead = DEAD_CHOICE if not kids and isinstance(e, Choice) else 0
     refs = _NO_REFS
+    more_refs: list[frozenset[str]] = []  # of other children: one union at the end, not one
+    # per child (an object state's choice of n members, each with its own rule, is O(n))
     counts: dict[str, int] = _LEAF_FACTS.ref_counts
     own_counts = False  # ``counts`` is this node's own dict (else shared with a child)
     for k in kids:
@@ -505,7 +507,10 @@ def _facts_here(e: Expr, kids: tuple[Expr, ...]) -> NodeFacts:
         size += f.size
         dead |= f.dead
         if f.refs and f.refs is not refs:
-            refs = f.refs if not refs else refs | f.refs
+            if refs:
+                more_refs.append(f.refs)
+            else:
+                refs = f.refs
         if f.ref_counts:
             if not counts:
                 counts = f.ref_counts
@@ -514,6 +519,8 @@ def _facts_here(e: Expr, kids: tuple[Expr, ...]) -> NodeFacts:
                 counts, own_counts = dict(counts), True
             for name, c in f.ref_counts.items():
                 counts[name] = counts.get(name, 0) + c
+    if more_refs:
+        refs = refs.union(*more_refs)
     return NodeFacts(refs, size, counts, dead)
 
 
