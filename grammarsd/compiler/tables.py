@@ -662,10 +662,9 @@ class _Lowering:
         self.rule_nt: dict[str, int] = {}
         self.pending: list[str] = []
         self.helper_nt: dict[object, int] = {}
-        self.term_id: dict[Expr, int] = {}
         self.term_exprs: list[Expr] = []
         self.term_dfas: list[PackedDfa] = []
-        self.term_info: dict[Expr, tuple[bool, bool]] = {}  # expr -> (nonempty part, nullable)
+        self.term_info: dict[Expr, tuple[object, bool]] = {}  # expr -> ``terminal(expr)``
 
     # -- symbols -------------------------------------------------------------
 
@@ -766,7 +765,8 @@ class _Lowering:
         Raises ``GrammarTooLargeError`` for a lexeme with rule groups whose DFA would take the
         summed DFA states past ``limits.max_dfa_states`` (the caller lowers it structurally).
         """
-        if expr not in self.term_info:
+        known = self.term_info.get(expr)  # one lookup: an equal lexeme built apart compares
+        if known is None:  # as a tree
             if own is None:
                 rules, digest = self.rule_set(self.rules_of(expr))
                 empty_ok = nullable(expr, self.analysis.nullable)
@@ -777,16 +777,14 @@ class _Lowering:
             if rules and self.dfa_states + dfa.num_states > self.limits.max_dfa_states:
                 raise GrammarTooLargeError("dfa_states", self.dfa_states + dfa.num_states,
                                            self.limits.max_dfa_states)
-            nonempty = bool(dfa.accept.any())
-            self.term_info[expr] = (nonempty, empty_ok)
-            if nonempty:
-                self.term_id[expr] = len(self.term_exprs)
+            sym: object = _DEAD
+            if dfa.accept.any():
+                sym = -len(self.term_exprs) - 1
                 self.term_exprs.append(expr)
                 self.term_dfas.append(dfa)
                 self.dfa_states += dfa.num_states
-        nonempty, empty_ok = self.term_info[expr]
-        sym: object = -self.term_id[expr] - 1 if nonempty else _DEAD
-        return sym, empty_ok
+            known = self.term_info[expr] = (sym, empty_ok)
+        return known
 
     def rule_set(self, names: frozenset[str]) -> tuple[RuleSet, bytes]:
         """The rule groups of ``names`` as the lexer takes them, and their digest; memoised,
