@@ -479,10 +479,10 @@ class _Lowering:
                                   f"(> {self.options.max_alternatives})")
         return out
 
-    def _signature(self, alt: _Alt) -> Signature | None:
-        """The ``emptiness.Signature`` of the conjunction ``alt`` (None: not merged here)."""
+    def _signature(self, merged: _Merged) -> Signature | None:
+        """The ``emptiness.Signature`` of a merged conjunction (None: not found here)."""
         try:
-            return self.emptiness.signature(self._merge(alt))
+            return self.emptiness.signature(merged)
         except SchemaUnsupportedError:  # raised again if the alternative is ever emitted
             return None
 
@@ -581,14 +581,16 @@ class _Lowering:
         branches = [self._expand(self.child(node, "oneOf", i), stack) for i in range(count)]
         values: list[list[Any]] = []  # per branch: its finite alternatives' members
         finite: set[int] = set()
+        merged: dict[int, _Merged] = {}  # each alternative with ``node``, merged once
         for i, branch in enumerate(branches):
             values.append([])
             for alt in branch:
-                listed = self._merge((node, *alt)).values
+                merged[id(alt)] = self._merge((node, *alt))
+                listed = merged[id(alt)].values
                 if listed is not None:
                     finite.add(id(alt))
                     values[i] += self.listed(listed, (self.child(node, "oneOf", i),))
-        signatures = {id(alt): self._signature((node, *alt))
+        signatures = {id(alt): self._signature(merged[id(alt)])
                       for branch in branches for alt in branch if id(alt) not in finite}
         out: list[_Alt] = []
         for i, branch in enumerate(branches):
@@ -597,7 +599,7 @@ class _Lowering:
                     out += self._product([[a]], node.pointer + "/oneOf", "oneOf")
                     continue
                 factors = [[a]]
-                types = self._merge((node, *a)).types
+                types = merged[id(a)].types
                 mine = signatures[id(a)]
                 for j in range(count):
                     others = [b for b in branches[j] if j != i and id(b) not in finite
