@@ -655,7 +655,7 @@ class _Lowering:
         self._rule_sets: dict[frozenset[str], tuple[RuleSet, bytes]] = {}  # see ``rule_set``
         self.one_terminal: set[Expr] = set()  # big repeats lexed whole: see ``symbol``
         self.dfa_states = 0  # summed over the terminals built so far
-        self.nt_names: list[str | HelperName] = []
+        self.nt_labels: list[str | HelperName] = []
         self.prod_lhs: list[int] = []  # production p: prod_lhs[p] -> the symbols of
         self.prod_syms: list[int] = []  # prod_syms[prod_end[p - 1]:prod_end[p]] (``_bnf``)
         self.prod_end: list[int] = []
@@ -668,9 +668,9 @@ class _Lowering:
 
     # -- symbols -------------------------------------------------------------
 
-    def new_nt(self, name: str | HelperName) -> int:
-        self.nt_names.append(name)
-        return len(self.nt_names) - 1
+    def new_nt(self, label: str | HelperName) -> int:
+        self.nt_labels.append(label)
+        return len(self.nt_labels) - 1
 
     def add_prod(self, lhs: int, syms: list[object]) -> None:
         if any(s is _DEAD for s in syms):
@@ -1105,7 +1105,7 @@ def build_tables(
     ptr = np.zeros(len(low.prod_end) + 1, np.int64)
     ptr[1:] = low.prod_end
     (ok, item_next, item_lhs, nt_ptr, nt_items, nullable_nt, start_item, accept_item, used_nt,
-     used_t) = _bnf.trim_and_number(len(low.nt_names), len(low.term_exprs),
+     used_t) = _bnf.trim_and_number(len(low.nt_labels), len(low.term_exprs),
                                     np.asarray(low.prod_lhs, np.int32), ptr,
                                     np.asarray(low.prod_syms, np.int32), top)
     if not ok:
@@ -1155,7 +1155,7 @@ def build_tables(
         state_tile=state_tile,
         state_cap=state_cap,
         term_cap=term_cap,
-        nt_labels=tuple(low.nt_names[o] for o in used_nt.tolist()),
+        nt_labels=tuple(low.nt_labels[o] for o in used_nt.tolist()),
         term_exprs=tuple(low.term_exprs[o] for o in used_t.tolist()),
         ws_bound=0 if open_gaps is None else open_gaps.bound,
         term_dfas=tuple(dfas),
