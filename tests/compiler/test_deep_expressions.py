@@ -82,7 +82,13 @@ def test_deep_schemas_compile_until_a_typed_error(llama3_info: TokenizerInfo) ->
         f"d{i}": {"type": "array", "items": {"$ref": f"#/$defs/d{i + 1}"}} for i in range(300)
     }
     chain["d300"] = {"type": "integer"}
-    for deep in (_nested_arrays(300), _nested_arrays(1500), {"$ref": "#/$defs/d0", "$defs": chain}):
-        with pytest.raises(GrammarTooLargeError) as err:
+    combinators: list[dict[str, Any]] = [{"type": "integer"}] * 3
+    for _ in range(300):  # nesting without values between: the expansion recurses instead
+        all_of, any_of, nots = combinators
+        combinators = [{"allOf": [all_of]}, {"anyOf": [any_of, {"type": "string"}]},
+                       {"not": {"not": nots}}]
+    for deep in (_nested_arrays(300), _nested_arrays(1500), {"$ref": "#/$defs/d0", "$defs": chain},
+                 *combinators):
+        with pytest.raises(GrammarTooLargeError) as err:  # never referencing's panic
             gs.compile_json_schema(deep, llama3_info, cache=False)
         assert err.value.limit == "schema_recursion"
