@@ -314,8 +314,9 @@ class DfaCache:
     def _joined(self, expr: Expr, max_states: int, variant: Variant | None) -> ByteDFA | None:
         """The DFA of a ``Seq`` of at most ``JOIN_HEAD`` items and a last one that is a terminal
         already built (an object member's comma variant ``ws "," ws member``, built after the
-        member itself), as the head's DFA followed by the last item's; None where that item is
-        not cached, either side derives the empty string, or the join is not deterministic."""
+        member itself), as the head's DFA followed by the last item's; where that item is not
+        cached, as a chain followed by a value (``_chain_then_value``). None where either side
+        derives the empty string or the join is not deterministic."""
         if not isinstance(expr, Seq) or len(expr.items) < 2:
             return None
         *head_items, tail_expr = expr.items
