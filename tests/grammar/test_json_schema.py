@@ -371,6 +371,41 @@ def test_indent_layout_is_unrolled_to_max_depth() -> None:
     assert not accepts(nested, json.dumps([[[[[]]]]], indent=1), **options)
 
 
+OPEN_NESTED = {"type": "object", "properties": {"a": {"type": "object"}}}
+FREE_VALUES = [{"a": {"b": [1, {"c": None}]}, "d": "x"}, {"z": [[{}], True]}, {"a": {}, "y": 2.5}]
+
+
+def test_free_values_at_every_indent_level_in_one_grammar() -> None:
+    """Open members at levels 1, 2 and deeper share one grammar (the lowering lowers any value
+    once per level and options): each keeps its own indentation."""
+    options = {"whitespace": "indent", "indent": 2, "max_depth": 5}
+    rec = ReferenceRecognizer(schema_to_grammar(OPEN_NESTED,
+                                                options=JsonSchemaOptions(**options)))
+    for value in FREE_VALUES:
+        jsonschema.validate(value, OPEN_NESTED)
+        text = json.dumps(value, indent=2)
+        assert rec.accepts(text), text
+        assert not rec.accepts(json.dumps(value, indent=1)), value  # one level's step is wrong
+        assert not rec.accepts(json.dumps(value)), value
+    too_deep = {"a": {"b": [[[[1]]]]}}
+    assert not rec.accepts(json.dumps(too_deep, indent=2))
+    assert not rec.accepts(json.dumps({"a": 1}, indent=2))  # "a" must still be an object
+
+
+def test_free_values_follow_each_compiles_whitespace() -> None:
+    """Any value is lowered once per options: a compact compile must not hand its layout to a
+    flexible one made after it, nor the reverse."""
+    for first, second in (("compact", "flexible"), ("flexible", "compact")):
+        grammars = {w: ReferenceRecognizer(schema_to_grammar(
+            OPEN_NESTED, options=JsonSchemaOptions(whitespace=w))) for w in (first, second)}
+        for value in FREE_VALUES:
+            spaced = json.dumps(value, indent=1)
+            tight = json.dumps(value, separators=(",", ":"))
+            assert grammars["flexible"].accepts(spaced) and grammars["flexible"].accepts(tight)
+            assert grammars["compact"].accepts(tight)
+            assert not grammars["compact"].accepts(spaced), spaced
+
+
 def test_any_order_refuses_when_the_key_set_automaton_is_too_large() -> None:
     wide = {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(16)}}
     assert accepts(wide, json.dumps({"k1": 1, "k3": 2}))  # schema order: linear states

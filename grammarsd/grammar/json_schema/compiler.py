@@ -57,11 +57,11 @@ import itertools
 import json
 import math
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from types import FrameType
+from types import FrameType, MappingProxyType
 from typing import Any
 
 import jsonschema
@@ -312,7 +312,7 @@ class _Lowering:
     """One compilation: rules so far, memo of lowered conjunctions, the draft and registry."""
 
     def __init__(self, root: Any, draft: Draft, options: JsonSchemaOptions,
-                 registry: referencing.Registry[Any]) -> None:
+                 registry: referencing.Registry[Any], names: str = "") -> None:
         self.draft = draft
         self.options = options
         self.layout = _Layout(options)
@@ -332,6 +332,7 @@ class _Lowering:
         self._interned: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._patterns: dict[str, CharDFA] = {}
         self._counter = 0
+        self._names = names  # prefix of rule names: set only by ``_anything``'s own lowering
         self.emptiness = _Emptiness(self)
         self._levels_left = (sys.getrecursionlimit() - _stack_depth()) // _FRAMES_PER_LEVEL
 
@@ -342,7 +343,7 @@ class _Lowering:
 
     def _name(self, prefix: str) -> str:
         self._counter += 1
-        return f"{prefix}{self._counter}"
+        return f"{self._names}{prefix}{self._counter}"
 
     def child(self, node: _Node, *path: str | int) -> _Node:
         """The subschema at ``path`` under ``node``, entering its base URI if it has ``$id``."""
@@ -441,6 +442,11 @@ class _Lowering:
         key = (tuple(sorted({id(n.schema) for n in nodes})), level)
         hit = self._memo.get(key)
         if hit is not None:
+            return hit
+        if not nodes and not self._names:  # any value: its rules are shared (``_anything``)
+            hit, rules = _anything(self.options, level)
+            self.rules.update(rules)
+            self._memo[key] = hit
             return hit
         if self._levels_left == 0:  # out of stack before any call (into ``referencing``'s
             raise RecursionError  # extension code, say) meets it: see ``_FRAMES_PER_LEVEL``
@@ -1218,6 +1224,20 @@ class _Lowering:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+@functools.lru_cache(maxsize=64)
+def _anything(options: JsonSchemaOptions, level: int) -> tuple[Ref, Mapping[str, Expr]]:
+    """The rule for any JSON value at ``level`` and the rules it needs, lowered once per
+    process and options, as the same expression objects for every compile (whose walks keep
+    their answers on the nodes): most objects are open, and lowering these rules anew took
+    ~15 % of a small open object's compile. The ``any{level}_`` prefix keeps these names apart from a compile's own (``_name``)
+    and from each level's (``indent`` layouts)."""
+    draft = DRAFTS["https://json-schema.org/draft/2020-12/schema"]  # reads no keyword
+    low = _Lowering(True, draft, options, referencing.Registry(), names=f"any{level}_")
+    ref = low.value((), level)
+    assert isinstance(ref, Ref)  # (``value`` refuses levels past ``max_depth`` before asking)
+    return ref, MappingProxyType(low.rules)
 
 
 @functools.cache
