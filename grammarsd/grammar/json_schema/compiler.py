@@ -1245,6 +1245,9 @@ def _encoded_format(name: str) -> Expr:
     """The JSON spellings of format ``name`` (cached: the time formats are large)."""
     expr = format_expr(name)
     assert expr is not None
+    if name == "date-time":  # its time part is ``format_expr("time")``: encoded once
+        assert isinstance(expr, Seq) and expr.items[-1] is format_expr("time")
+        return seq(*map(_encode, expr.items[:-1]), _encoded_format("time"))
     return _encode(expr)
 
 
