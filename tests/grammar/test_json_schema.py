@@ -7,8 +7,10 @@ for model schemas. Grammar membership is decided by the reference recognizer.
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import json
+import random
 import re
 from decimal import Decimal
 from fractions import Fraction
@@ -352,6 +354,35 @@ def test_formats_match_their_rfc(name: str) -> None:
     rec = ReferenceRecognizer(schema_to_grammar({"type": "string", "format": name}))
     for text, ok in zip(FORMAT_CASES[name], _EXPECTED[name], strict=True):
         assert rec.accepts(json.dumps(text)) == ok, (name, text)
+
+
+def _leap_second_cases(n: int) -> list[tuple[str, bool]]:
+    """``HH:MM:60`` with offsets, valid iff the time is 23:59 in UTC (``datetime`` decides);
+    every other case has the one offset that makes it so, the rest a random one."""
+    rng = random.Random(5)
+    cases = []
+    for i in range(n):
+        local = datetime.datetime(2000, 1, 2, rng.randrange(24), rng.randrange(60))
+        minutes = rng.randrange(24 * 60)
+        sign = rng.choice("+-")
+        if i % 2:  # solve local - offset = 23:59 for this sign
+            utc_gap = (local - datetime.datetime(2000, 1, 1, 23, 59)).seconds // 60
+            minutes = utc_gap if sign == "+" else (24 * 60 - utc_gap) % (24 * 60)
+        offset = datetime.timedelta(minutes=minutes) * (1 if sign == "+" else -1)
+        utc = local - offset
+        text = f"{local:%H:%M}:60{sign}{minutes // 60:02}:{minutes % 60:02}"
+        cases.append((text, (utc.hour, utc.minute) == (23, 59)))
+    return cases
+
+
+def test_leap_seconds_at_every_offset() -> None:
+    cases = _leap_second_cases(120)
+    assert 40 < sum(ok for _, ok in cases) < 80  # both answers are exercised
+    for name, prefix in (("time", ""), ("date-time", "1998-12-31T")):
+        rec = ReferenceRecognizer(schema_to_grammar({"type": "string", "format": name}))
+        for text, ok in cases:
+            assert rec.accepts(json.dumps(prefix + text)) == ok, (name, text)
+            assert rec.accepts(json.dumps(prefix + text[:8] + ".25" + text[8:])) == ok
 
 
 def test_unevaluated_properties_without_applicators_acts_as_additional() -> None:
