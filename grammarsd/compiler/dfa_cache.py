@@ -456,7 +456,8 @@ class DfaCache:
                     part = parts[id(e)] = self._part(e, max_states)
                 pieces.append((size, part))
                 eps.extend((start, size))
-                eps.extend(x for f in part.finals for x in (size + f, end))
+                for f in part.finals:
+                    eps.extend((size + f, end))
                 size += part.num_states
                 if size > max_states:
                     raise GrammarTooLargeError("nfa_states", size, max_states)
@@ -498,10 +499,12 @@ class DfaCache:
         np.cumsum(np.bincount(pairs[:, 0], minlength=size), out=eps_ptr[1:])
         eps_nbr = pairs[np.argsort(pairs[:, 0], kind="stable"), 1]
         if pieces:  # pieces are appended in state order, each part's edges by source
-            src = np.concatenate([p.src + off for off, p in pieces])
+            shift = np.repeat(np.array([off for off, _ in pieces], np.int64),
+                              [p.src.shape[0] for _, p in pieces])  # one add, not one per piece
+            src = np.concatenate([p.src for _, p in pieces]) + shift
             lo = np.concatenate([p.lo for _, p in pieces])
             hi = np.concatenate([p.hi for _, p in pieces])
-            tgt = np.concatenate([p.tgt + off for off, p in pieces])
+            tgt = np.concatenate([p.tgt for _, p in pieces]) + shift
         else:
             src = lo = hi = tgt = np.zeros(0, np.int64)
         edge_ptr = np.zeros(size + 1, np.int64)
