@@ -77,6 +77,48 @@ def test_compile_cache_is_bounded_by_memory() -> None:
     assert cache.misses == 3 and cache.hits == 0
 
 
+class _Sized:
+    """A stand-in for a compiled grammar whose size the test sets (and counts the asks)."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.asked = size, 0
+
+    def memory_bytes(self) -> int:
+        self.asked += 1
+        return self.size
+
+
+def _insert(cache: CompileCache, key: str, entry: _Sized) -> None:
+    assert cache.get_or_compile((key,), lambda: entry) is entry  # type: ignore[arg-type,return-value]
+
+
+def test_compile_cache_sees_an_entry_grow() -> None:
+    cache = CompileCache(max_bytes=10)
+    a, b = _Sized(4), _Sized(4)
+    _insert(cache, "a", a)
+    _insert(cache, "b", b)
+    assert len(cache) == 2
+    a.size = 8  # its mask cache grew while it was used: 8 + 4 + 1 > 10
+    _insert(cache, "c", _Sized(1))
+    assert len(cache) == 2  # a small cache re-measures on every insertion: "a" (oldest) goes
+    assert cache.get_or_compile(("a",), lambda: _Sized(1)) is not a  # type: ignore[arg-type,return-value]
+
+
+def test_compile_cache_measures_in_amortised_constant_time_and_catches_up() -> None:
+    cache = CompileCache(max_bytes=10**9)
+    entries = [_Sized(1) for _ in range(400)]
+    for i, entry in enumerate(entries):
+        _insert(cache, str(i), entry)
+    # measuring every entry on every insertion would ask 400 * 401 / 2 times
+    assert sum(e.asked for e in entries) <= 400 * (1 + 2 * CompileCache.REMEASURE_EVERY)
+    for entry in entries[:200]:
+        entry.size = 10**7  # the older half grows: 2e9 bytes in all
+    for i in range(100):  # more than len(cache) / REMEASURE_EVERY insertions
+        _insert(cache, f"new{i}", _Sized(1))
+    # least recently used first, until the rest fits: 99 grown entries (9.9e8 bytes) stay
+    assert [i for i in range(400) if (str(i),) in cache] == list(range(101, 400))
+
+
 def test_memory_bytes_counts_the_mask_cache_but_not_the_shared_scratch() -> None:
     from grammarsd.matcher import runtime as R
     from grammarsd.testing import tokenizer_info
