@@ -429,72 +429,13 @@ class DfaCache:
     def _compose(self, expr: Expr, max_states: int,
                  flat: dict[int, bool]) -> tuple[np.ndarray, np.ndarray]:
         """The byte table (deterministic, not minimal) of ``expr`` from its parts' DFAs;
-        ``flat`` is ``_composable``'s answer for ``expr``.
-
-        Thompson's construction over ``Seq``/``Choice``/``Repeat`` nodes: a fragment
-        ``start -> end`` adds no edge into ``start`` or out of ``end``, so siblings share them;
-        a part is a fresh copy of its DFA entered from ``start`` whose accepting states lead
-        to ``end``; a repeat is its copies in a chain (each optional one may leave to
-        ``end``), or a loop node for ``*``. Raises ``GrammarTooLargeError`` past
-        ``max_states`` NFA or DFA states or the subset construction's work bound."""
-        size = 2  # 0: start, 1: final
-        eps: list[int] = []
-        pieces: list[tuple[int, _Part]] = []
-
-        def new() -> int:
-            nonlocal size
-            size += 1
-            return size - 1
-
-        parts: dict[int, _Part] = {}  # a part met again (the gaps) is looked up once
-
-        def spell(e: Expr, start: int, end: int) -> None:
-            nonlocal size
-            if not flat[id(e)]:
-                part = parts.get(id(e))
-                if part is None:
-                    part = parts[id(e)] = self._part(e, max_states)
-                pieces.append((size, part))
-                eps.extend((start, size))
-                for f in part.finals:
-                    eps.extend((size + f, end))
-                size += part.num_states
-                if size > max_states:
-                    raise GrammarTooLargeError("nfa_states", size, max_states)
-            elif isinstance(e, Choice):
-                for item in e.items:
-                    spell(item, start, end)
-            elif isinstance(e, Seq):
-                cur = start
-                for item in e.items[:-1]:
-                    nxt = new()
-                    spell(item, cur, nxt)
-                    cur = nxt
-                if e.items:
-                    spell(e.items[-1], cur, end)
-                else:
-                    eps.extend((start, end))
-            else:
-                assert isinstance(e, Repeat)
-                cur = start
-                for _ in range(e.min):
-                    nxt = new()
-                    spell(e.item, cur, nxt)
-                    cur = nxt
-                if e.max is None:
-                    loop = new()
-                    eps.extend((cur, loop, loop, end))
-                    spell(e.item, loop, loop)
-                    return
-                for _ in range(e.max - e.min):
-                    nxt = new()
-                    eps.extend((cur, end))
-                    spell(e.item, cur, nxt)
-                    cur = nxt
-                eps.extend((cur, end))
-
-        spell(expr, 0, 1)
-        pairs = np.array(eps, np.int64).reshape(-1, 2)
+        ``flat`` is ``_composable``'s answer for ``expr``: Thompson's construction over the
+        parts (``_Thompson``), then the subset construction. Raises ``GrammarTooLargeError``
+        past ``max_states`` NFA or DFA states or the subset construction's work bound."""
+        nfa = _Thompson(flat, lambda e: self._part(e, max_states), max_states)
+        nfa.spell(expr, 0, 1)
+        size, pieces = nfa.size, nfa.pieces
+        pairs = np.array(nfa.eps, np.int64).reshape(-1, 2)
         eps_ptr = np.zeros(size + 1, np.int64)
         np.cumsum(np.bincount(pairs[:, 0], minlength=size), out=eps_ptr[1:])
         eps_nbr = pairs[np.argsort(pairs[:, 0], kind="stable"), 1]
@@ -513,6 +454,77 @@ class DfaCache:
         important[1] = True
         return subset_construction(256, eps_ptr, eps_nbr, edge_ptr, lo, hi, tgt, important, 0, 1,
                                    max_states)
+
+
+class _Thompson:
+    """The NFA of one ``DfaCache._compose``: Thompson's construction over ``Seq``/``Choice``/
+    ``Repeat`` nodes (those ``flat`` marks), whose other nodes are parts with DFAs of their own.
+
+    A fragment ``start -> end`` adds no edge into ``start`` or out of ``end``, so siblings share
+    them; a part is a fresh copy of its DFA entered from ``start`` whose accepting states lead
+    to ``end``; a repeat is its copies in a chain (each optional one may leave to ``end``), or
+    a loop node for ``*``. State 0 is the start, 1 the final state. (A class, not a nested
+    recursive function: that would be a reference cycle holding the NFA until the cyclic
+    collector runs.)"""
+
+    def __init__(self, flat: dict[int, bool], part_of: Callable[[Expr], _Part],
+                 max_states: int) -> None:
+        self.flat = flat
+        self.part_of = part_of
+        self.max_states = max_states
+        self.size = 2
+        self.eps: list[int] = []  # epsilon edges, flat: source, target, source, target, ...
+        self.pieces: list[tuple[int, _Part]] = []  # (first state, part) in state order
+        self.parts: dict[int, _Part] = {}  # a part met again (the gaps) is looked up once
+
+    def new(self) -> int:
+        self.size += 1
+        return self.size - 1
+
+    def spell(self, e: Expr, start: int, end: int) -> None:
+        eps = self.eps
+        if not self.flat[id(e)]:
+            part = self.parts.get(id(e))
+            if part is None:
+                part = self.parts[id(e)] = self.part_of(e)
+            self.pieces.append((self.size, part))
+            eps.extend((start, self.size))
+            for f in part.finals:
+                eps.extend((self.size + f, end))
+            self.size += part.num_states
+            if self.size > self.max_states:
+                raise GrammarTooLargeError("nfa_states", self.size, self.max_states)
+        elif isinstance(e, Choice):
+            for item in e.items:
+                self.spell(item, start, end)
+        elif isinstance(e, Seq):
+            cur = start
+            for item in e.items[:-1]:
+                nxt = self.new()
+                self.spell(item, cur, nxt)
+                cur = nxt
+            if e.items:
+                self.spell(e.items[-1], cur, end)
+            else:
+                eps.extend((start, end))
+        else:
+            assert isinstance(e, Repeat)
+            cur = start
+            for _ in range(e.min):
+                nxt = self.new()
+                self.spell(e.item, cur, nxt)
+                cur = nxt
+            if e.max is None:
+                loop = self.new()
+                eps.extend((cur, loop, loop, end))
+                self.spell(e.item, loop, loop)
+                return
+            for _ in range(e.max - e.min):
+                nxt = self.new()
+                eps.extend((cur, end))
+                self.spell(e.item, cur, nxt)
+                cur = nxt
+            eps.extend((cur, end))
 
 
 def _chain(expr: Expr) -> ByteDFA | None:

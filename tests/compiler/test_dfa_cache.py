@@ -3,6 +3,8 @@ terminals composed from cached parts equal the lexer's direct construction (the 
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -173,6 +175,26 @@ def test_composed_terminal_equals_the_direct_construction(
     composed = DfaCache().get(expr, 50_000)
     assert _same(composed, _direct_dfa(expr))
     assert not composed.accept[0]  # nonempty: the terminal never matches ""
+
+
+def test_composing_leaves_nothing_to_the_cyclic_collector(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A composition's NFA is freed when it is done: a self-referencing closure kept it (~4.6k
+    objects per compile on MaskBench schemas) until the cyclic collector ran and walked it."""
+    monkeypatch.setattr(dfa_cache, "COMPOSE", "always")
+    for expr in SHAPES:  # first calls compile (or load) kernels, which leaves cycles of its own
+        DfaCache().get(expr, 50_000)
+    cache = DfaCache()
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for expr in SHAPES:
+            cache.get(expr, 50_000)
+        gc.collect()
+        left = len(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert left == 0
 
 
 _LEAVES: list[Expr] = [Literal("a"), Literal("ab"), Literal('"'), Literal(""), char_set("ab"), WS,
