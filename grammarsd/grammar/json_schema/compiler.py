@@ -1231,8 +1231,8 @@ def _anything(options: JsonSchemaOptions, level: int) -> tuple[Ref, Mapping[str,
     """The rule for any JSON value at ``level`` and the rules it needs, lowered once per
     process and options, as the same expression objects for every compile (whose walks keep
     their answers on the nodes): most objects are open, and lowering these rules anew took
-    ~15 % of a small open object's compile. The ``any{level}_`` prefix keeps these names apart from a compile's own (``_name``)
-    and from each level's (``indent`` layouts)."""
+    ~15 % of a small open object's compile. The ``any{level}_`` prefix keeps these names apart
+    from a compile's own (``_name``) and from each level's (``indent`` layouts)."""
     draft = DRAFTS["https://json-schema.org/draft/2020-12/schema"]  # reads no keyword
     low = _Lowering(True, draft, options, referencing.Registry(), names=f"any{level}_")
     ref = low.value((), level)
@@ -1245,12 +1245,10 @@ def _encoded_format(name: str) -> Expr:
     """The JSON spellings of format ``name`` (cached: the time formats are large)."""
     expr = format_expr(name)
     assert expr is not None
-    if name == "date-time":  # its time part is ``format_expr("time")``: encoded once
-        assert isinstance(expr, Seq) and expr.items[-1] is format_expr("time")
-        return seq(*map(_encode, expr.items[:-1]), _encoded_format("time"))
     return _encode(expr)
 
 
+@functools.cache  # formats share parts (``date-time`` holds ``time``'s object): encoded once
 def _encode(expr: Expr) -> Expr:
     """Map a regular expression over decoded characters to the JSON spellings of its words."""
     if isinstance(expr, CharClass):
