@@ -36,24 +36,34 @@ class CompiledGrammar:
     Attributes
     ----------
     grammar:
-        The IR it was compiled from (``str(compiled.grammar)`` shows it as EBNF).
+        The IR it was compiled from (``str(compiled.grammar)`` shows it as EBNF). A compile from
+        text (a schema, a grammar, a pattern) keeps the text and rebuilds the IR when it is first
+        read: IR is many small objects, and cached grammars holding theirs made the garbage
+        collector's full passes cost ~0.4 ms more per compile on MaskBench.
+    source:
+        The IR, or a function that rebuilds it (what ``grammar`` reads).
     tokenizer_info:
         The tokenizer the masks are for; masks are ``ceil(tokenizer_info.vocab_size / 32)`` words.
     tables:
         The flat Earley tables and terminal DFAs.
     """
 
-    grammar: Grammar
+    source: Grammar | Callable[[], Grammar] = field(repr=False, compare=False)
     tokenizer_info: TokenizerInfo
     tables: EarleyTables
     trie: TokenTrie = field(repr=False)
     runtime_slot: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """Matcher-layer state shared by all matchers (kernel tables, lazy mask cache)."""
 
+    @cached_property
+    def grammar(self) -> Grammar:
+        source = self.source
+        return source if isinstance(source, Grammar) else source()
+
     def memory_bytes(self) -> int:
-        """Bytes held by the tables and by the lazily grown mask cache (the trie is shared; the
-        grammar IR, about a quarter more on MaskBench, is not counted). Cheap: ``CompileCache``
-        asks every entry on every insertion."""
+        """Bytes held by the tables and by the lazily grown mask cache (the trie is shared; IR,
+        the terminals' and helpers' and ``grammar`` once read, is not counted). Cheap:
+        ``CompileCache`` asks every entry once every few insertions."""
         rt = self.runtime_slot.get("runtime")
         return self._tables_nbytes if rt is None else self._tables_nbytes + rt.nbytes
 
@@ -216,22 +226,26 @@ def compile_ir(
     ``whitespace`` is a front end's promise about the grammar's whitespace (``ir.WhitespaceGaps``)
     that makes it cheaper to compile; a wrong promise changes the language."""
     info = _as_tokenizer_info(tokenizer)
+    return _cached(cache, ("ir", grammar, limits, whitespace, info.fingerprint),
+                   lambda: _build(grammar, info, limits, whitespace, grammar))
 
-    def build() -> CompiledGrammar:
-        try:
-            tables = build_tables(grammar, limits=limits, whitespace=whitespace)
-        except RecursionError:  # the compiler walks expressions recursively
-            raise GrammarTooLargeError(
-                "expression_depth",
-                _depth(grammar),
-                sys.getrecursionlimit(),
-                hint="flatten deeply nested sequences and choices (or split them into rules)",
-            ) from None
-        return CompiledGrammar(
-            grammar=grammar, tokenizer_info=info, tables=tables, trie=token_trie(info)
-        )
 
-    return _cached(cache, ("ir", grammar, limits, whitespace, info.fingerprint), build)
+def _build(grammar: Grammar, info: TokenizerInfo, limits: CompileLimits | None,
+           whitespace: WhitespaceGaps | None,
+           source: Grammar | Callable[[], Grammar]) -> CompiledGrammar:
+    """``grammar``'s tables bound to ``info``; ``source`` is what ``CompiledGrammar.grammar``
+    reads (``grammar`` itself, or a function rebuilding it from the text it came from)."""
+    try:
+        tables = build_tables(grammar, limits=limits, whitespace=whitespace)
+    except RecursionError:  # the compiler walks expressions recursively
+        raise GrammarTooLargeError(
+            "expression_depth",
+            _depth(grammar),
+            sys.getrecursionlimit(),
+            hint="flatten deeply nested sequences and choices (or split them into rules)",
+        ) from None
+    return CompiledGrammar(source=source, tokenizer_info=info, tables=tables,
+                           trie=token_trie(info))
 
 
 def _depth(grammar: Grammar) -> int:
@@ -271,18 +285,17 @@ def compile_grammar(
     info = _as_tokenizer_info(tokenizer)
     text = grammar
 
-    def build() -> CompiledGrammar:
+    def parse() -> Grammar:
         if syntax == "gbnf":
             from grammarsd.grammar.gbnf import grammar_from_gbnf
 
-            ir = grammar_from_gbnf(text, start=start or "root")
-        else:
-            from grammarsd.grammar.lark import grammar_from_lark
+            return grammar_from_gbnf(text, start=start or "root")
+        from grammarsd.grammar.lark import grammar_from_lark
 
-            ir = grammar_from_lark(text, start=start or "start")
-        return compile_ir(ir, info, limits=limits, cache=False)
+        return grammar_from_lark(text, start=start or "start")
 
-    return _cached(cache, ("grammar", syntax, start, text, limits, info.fingerprint), build)
+    return _cached(cache, ("grammar", syntax, start, text, limits, info.fingerprint),
+                   lambda: _build(parse(), info, limits, None, parse))
 
 
 def compile_regex(
@@ -297,10 +310,11 @@ def compile_regex(
 
     info = _as_tokenizer_info(tokenizer)
 
-    def build() -> CompiledGrammar:
-        return compile_ir(grammar_from_regex(pattern), info, limits=limits, cache=False)
+    def parse() -> Grammar:
+        return grammar_from_regex(pattern)
 
-    return _cached(cache, ("regex", pattern, limits, info.fingerprint), build)
+    return _cached(cache, ("regex", pattern, limits, info.fingerprint),
+                   lambda: _build(parse(), info, limits, None, parse))
 
 
 def compile_json_schema(
@@ -330,16 +344,19 @@ def compile_json_schema(
 
     opts = JsonSchemaOptions.from_dict(options)
     info = _as_tokenizer_info(tokenizer)
-    with recursion_refused():  # resolving and the cache key walk the schema recursively
+    with recursion_refused():  # resolving and the JSON texts walk the schema recursively
         resolved = resolve_schema(schema)
         # a registry is not hashable content: never cached
         key = None if registry is not None or not cache else (
             "json", json.dumps(resolved, sort_keys=True), opts, limits, info.fingerprint)
+        text = json.dumps(resolved)  # what ``grammar`` rebuilds from (key order kept)
+
+    def lower() -> Grammar:
+        return schema_to_grammar(json.loads(text), options=opts, registry=registry)
 
     def build() -> CompiledGrammar:
-        grammar = schema_to_grammar(resolved, options=opts, registry=registry)
-        return compile_ir(grammar, info, limits=limits, cache=False,
-                          whitespace=whitespace_gaps(opts))
+        return _build(schema_to_grammar(resolved, options=opts, registry=registry), info, limits,
+                      whitespace_gaps(opts), lower)
 
     return _cached(key is not None, key or (), build)  # (the collector paused either way)
 

@@ -91,6 +91,29 @@ def test_compiled_grammar_prints_its_ir() -> None:
     assert "start" in str(g.grammar)
 
 
+def test_compiles_from_text_rebuild_the_ir_they_were_compiled_from() -> None:
+    """Compiles from text keep the text, not the IR, and rebuild it on first read: it must be
+    the IR the front end gives for that text (property order included), read independently."""
+    from grammarsd.grammar.gbnf import grammar_from_gbnf
+    from grammarsd.grammar.json_schema import schema_to_grammar
+    from grammarsd.grammar.lark import grammar_from_lark
+    from grammarsd.grammar.regex import grammar_from_regex
+
+    schema = {"type": "object", "properties": {"z": {"type": "integer"}, "a": {"type": "string"}},
+              "required": ["z"]}
+    for cache in (True, False):
+        compiled = gs.compile_json_schema(schema, VOCAB, cache=cache)
+        assert compiled.grammar == schema_to_grammar(schema)
+        assert compiled.grammar is compiled.grammar  # rebuilt once
+    lark = 'start: "a" b*\nb: "b"'
+    assert gs.compile_grammar(lark, VOCAB).grammar == grammar_from_lark(lark)
+    gbnf = 'root ::= "x" [0-9]*'
+    assert gs.compile_grammar(gbnf, VOCAB).grammar == grammar_from_gbnf(gbnf)
+    assert gs.compile_regex("a[bc]+", VOCAB).grammar == grammar_from_regex("a[bc]+")
+    ir = grammar_from_regex("q+")
+    assert gs.compile_ir(ir, VOCAB).grammar is ir  # IR given is IR kept
+
+
 def test_tokenizer_info_pickles_and_compiles_identically() -> None:
     clone = pickle.loads(pickle.dumps(VOCAB))
     a = gs.compile_regex(r"(ab)+", VOCAB).matcher()
