@@ -187,7 +187,10 @@ class Decoding:
         self._free_mask = _free_text_mask(info, self._device)
         self._cache: Any = None
         self._attention = torch.zeros((len(prompts), 0), dtype=torch.long, device=self._device)
-        self._keep_last = "logits_to_keep" in inspect.signature(model.forward).parameters
+        forward_params = inspect.signature(model.forward).parameters
+        self._keep_last = "logits_to_keep" in forward_params
+        # transformers 5.24 renamed ``past_key_values`` to ``cache`` (the old name warns)
+        self._cache_arg = "cache" if "cache" in forward_params else "past_key_values"
 
     # -- the loop ------------------------------------------------------------------
 
@@ -290,19 +293,20 @@ class Decoding:
             row.fed += n
             del row.pending[:n]
         self._attention = torch.cat([self._attention, attn.to(self._device)], dim=1)
-        kwargs: dict[str, Any] = {"logits_to_keep": 1} if self._keep_last else {}
+        kwargs: dict[str, Any] = {self._cache_arg: self._cache}
+        if self._keep_last:
+            kwargs["logits_to_keep"] = 1
         start = time.perf_counter()
         out = self.model(
             input_ids=ids.to(self._device),
             attention_mask=self._attention,
             position_ids=pos.to(self._device),
-            past_key_values=self._cache,
             use_cache=True,
             **kwargs,
         )
         self.stats.forward_seconds += time.perf_counter() - start
         self.stats.forward_passes += 1
-        self._cache = out.past_key_values
+        self._cache = getattr(out, self._cache_arg)
         return out.logits[:, -1, :].float()
 
     def _sample(self, row: Row, logits: torch.Tensor, grammar_mask: torch.Tensor) -> int:
