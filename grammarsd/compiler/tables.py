@@ -101,7 +101,13 @@ from grammarsd.grammar.passes import nullable, strongly_connected_components
 class CompileLimits:
     """Bounds that keep compilation finite; exceeding one raises ``GrammarTooLargeError``."""
 
-    max_terminal_size: int = 4_000  # IR nodes in one regular piece before it is split structurally
+    max_terminal_size: int = 150  # nodes of one regular piece as the lexer reads them (a JSON
+    # character is one: ``_lexer_nodes``) before it is split structurally, its parts becoming
+    # terminals. Parts recur across grammars, where the DFA and mask-row caches serve them; a
+    # whole big object is a DFA of its own, built for one schema. MaskBench-dev, against the
+    # old bound (4,000 tree nodes), best of two alternated in-process runs per schema: compile
+    # -7 %, masks -12 %; 300 lexer nodes -3 %, 0 %; tree nodes (~20 a character) at 150 / 300 /
+    # 600: compile +13 / -8 / -4 %, but tree counting splits pattern strings
     max_dfa_states: int = 200_000  # summed over all terminals
     max_productions: int = 500_000
     max_repeat: int = 100_000  # bound of a repeat of a non-regular item
@@ -160,10 +166,26 @@ class EarleyTables:
 
 
 def _local_size_and_refs(root: Expr) -> tuple[int, dict[str, int]]:
-    """Node count of ``root`` as a tree, not counting referenced rules, and how many times
-    (per path) it references each rule (``ir.node_facts``)."""
-    facts = node_facts(root)
-    return facts.size, dict(facts.ref_counts)
+    """``root``'s size as the lexer reads it (``_lexer_nodes``), not counting referenced rules,
+    and how many times (per path) it references each rule (``ir.node_facts``)."""
+    return _lexer_nodes(root), dict(node_facts(root).ref_counts)
+
+
+def _lexer_nodes(root: Expr) -> int:
+    """Nodes of ``root`` as a tree, a JSON-encoded character (one symbol of the lexer) and a
+    reference counting one each: a string's size grows with its structure, not with the ~20
+    spellings of each of its characters. Kept on the nodes, like ``_expansions``."""
+    return kept_on_nodes(root, "_lex_nodes", _TERMS, _one_node, _lexer_nodes_here)
+
+
+def _one_node(_: Expr) -> int:
+    return 1
+
+
+def _lexer_nodes_here(e: Expr) -> int:
+    if decoded_class(e) is not None:
+        return 1
+    return 1 + sum(_lexer_nodes(k) for k in children(e))
 
 
 _TERMS = (Literal, CharClass, Ref)  # the leaves of the node-kept analyses below
