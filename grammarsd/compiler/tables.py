@@ -431,8 +431,8 @@ def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts) ->
     """Rules whose language is regular by construction, with their references inlined.
 
     A rule is regular when it cannot reach itself, all rules it references are regular, its
-    inlined body stays under ``limits.max_terminal_size`` nodes (bigger ones are split
-    structurally) and holds no big counted repeat (see ``_Counts``). A strongly connected
+    inlined body stays under ``limits.max_terminal_size`` nodes as the lexer counts them
+    (``_lexer_nodes``; bigger ones are split structurally) and holds no big counted repeat (see ``_Counts``). A strongly connected
     component of rules is a regular *group* when its members refer to each other only in tail
     position, reference nothing outside but regular rules, stay under
     ``limits.max_group_size`` nodes and hold no big counted repeat (``_add_group``). Works
