@@ -104,10 +104,8 @@ class CompileLimits:
     max_terminal_size: int = 150  # nodes of one regular piece as the lexer reads them (a JSON
     # character is one: ``_lexer_nodes``) before it is split structurally, its parts becoming
     # terminals. Parts recur across grammars, where the DFA and mask-row caches serve them; a
-    # whole big object is a DFA of its own, built for one schema. MaskBench-dev, against the
-    # old bound (4,000 tree nodes), best of two alternated in-process runs per schema: compile
-    # -7 %, masks -12 %; 300 lexer nodes -3 %, 0 %; tree nodes (~20 a character) at 150 / 300 /
-    # 600: compile +13 / -8 / -4 %, but tree counting splits pattern strings
+    # whole big object is a DFA of its own, built for one schema. Against the old bound (4,000
+    # tree nodes) on MaskBench-dev: compile -5 %, masks -6 % (docs/benchmarks.md, session 25)
     max_dfa_states: int = 200_000  # summed over all terminals
     max_productions: int = 500_000
     max_repeat: int = 100_000  # bound of a repeat of a non-regular item
@@ -432,12 +430,12 @@ def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts) ->
 
     A rule is regular when it cannot reach itself, all rules it references are regular, its
     inlined body stays under ``limits.max_terminal_size`` nodes as the lexer counts them
-    (``_lexer_nodes``; bigger ones are split structurally) and holds no big counted repeat (see ``_Counts``). A strongly connected
-    component of rules is a regular *group* when its members refer to each other only in tail
-    position, reference nothing outside but regular rules, stay under
-    ``limits.max_group_size`` nodes and hold no big counted repeat (``_add_group``). Works
-    bottom-up over the rule graph without recursion across rules, so long chains of rules (one
-    per JSON property, say) cost no stack depth.
+    (``_lexer_nodes``; bigger ones are split structurally) and holds no big counted repeat
+    (see ``_Counts``). A strongly connected component of rules is a regular *group* when its
+    members refer to each other only in tail position, reference nothing outside but regular
+    rules, stay under ``limits.max_group_size`` nodes and hold no big counted repeat
+    (``_add_group``). Works bottom-up over the rule graph without recursion across rules, so
+    long chains of rules (one per JSON property, say) cost no stack depth.
     """
     local = {name: _local_size_and_refs(body) for name, body in grammar.rules.items()}
     order = strongly_connected_components({name: list(refs) for name, (_, refs) in local.items()})
