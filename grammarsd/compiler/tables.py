@@ -448,28 +448,19 @@ def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts) ->
             tail_memo[rule] = _right_linear(grammar.rules[rule], inner)
         return tail_memo[rule]
 
-    own_memo: dict[str, int] = {}
-
-    def own_size(rule: str) -> int:  # the rule's own nodes as ``_add_group`` counts them
-        if rule not in own_memo:  # every rule a "member": a reference is one node
-            own_memo[rule] = _lexer_size(grammar.rules[rule], grammar.rules, lambda _: 1)
-        return own_memo[rule]
-
     for gid, scc in enumerate(order):  # callees first
         name = scc[0]
         own, refs = local[name]
         if len(scc) > 1 or name in refs:
             _add_group(grammar, scc, gid, limits, counts, out)
             if name not in out.joined:  # too big with the groups it references as copies
-                _add_tail_group(grammar, scc, gid, limits, counts, out, local, tail_only,
-                                own_size)
+                _add_tail_group(grammar, scc, gid, limits, counts, out, local, tail_only)
             continue
         if any(r not in out.bodies for r in refs):
             continue
         total = own + sum(out.size_of(r) * count for r, count in refs.items())
         if total > limits.max_terminal_size:
-            _add_tail_group(grammar, [name], gid, limits, counts, out, local, tail_only,
-                            own_size)
+            _add_tail_group(grammar, [name], gid, limits, counts, out, local, tail_only)
             continue
         body = _inline(grammar.rules[name], out.bodies)
         if counts.has_big(body):
@@ -506,7 +497,7 @@ def _add_group(grammar: Grammar, scc: list[str], gid: int, limits: CompileLimits
 def _add_tail_group(grammar: Grammar, seed: list[str], gid: int, limits: CompileLimits,
                     counts: _Counts, out: _Regular,
                     local: dict[str, tuple[int, dict[str, int]]],
-                    tail_only: Callable[[str], bool], own_size: Callable[[str], int]) -> None:
+                    tail_only: Callable[[str], bool]) -> None:
     """Make the rules of ``seed`` (one rule too big to inline, or a cycle too big as a group)
     group ``gid`` with every rule they reach by tail references, where all of them reference
     rules only in tail position (``tail_only``).
@@ -530,8 +521,8 @@ def _add_tail_group(grammar: Grammar, seed: list[str], gid: int, limits: Compile
 
     stack = list(seed)
     # a lower bound of the group's size as it grows: its members' own sizes as the lexer counts
-    # them (a JSON-encoded character is one symbol; IR tree sizes would count its spellings)
-    bound = sum(own_size(m) for m in seed)
+    # them (``local``: a JSON-encoded character is one symbol, a reference one node)
+    bound = sum(local[m][0] for m in seed)
     while stack:
         for r in set(local[stack.pop()][1]):
             if r in fresh:
@@ -546,7 +537,7 @@ def _add_tail_group(grammar: Grammar, seed: list[str], gid: int, limits: Compile
             elif r in out.bodies and local[r][1] and tail_only(r):
                 fresh[r] = None  # a plain regular rule with tail references: a state too
                 stack.append(r)
-                bound += own_size(r)
+                bound += local[r][0]
             if bound > limits.max_group_size:  # it contains a group too big: so is this one
                 out.too_big.update(seed)
                 return
