@@ -45,7 +45,9 @@ class CompiledGrammar:
     tokenizer_info:
         The tokenizer the masks are for; masks are ``ceil(tokenizer_info.vocab_size / 32)`` words.
     tables:
-        The flat Earley tables and terminal DFAs.
+        The flat Earley tables and terminal DFAs, without the IR naming their symbols
+        (``EarleyTables.without_ir``, for the same reason): ``build_tables(compiled.grammar)``
+        has it.
     """
 
     source: Grammar | Callable[[], Grammar] = field(repr=False, compare=False)
@@ -244,7 +246,7 @@ def _build(grammar: Grammar, info: TokenizerInfo, limits: CompileLimits | None,
             sys.getrecursionlimit(),
             hint="flatten deeply nested sequences and choices (or split them into rules)",
         ) from None
-    return CompiledGrammar(source=source, tokenizer_info=info, tables=tables,
+    return CompiledGrammar(source=source, tokenizer_info=info, tables=tables.without_ir(),
                            trie=token_trie(info))
 
 

@@ -568,8 +568,9 @@ def _kernel_info(t: EarleyTables, max_depth: int) -> tuple[np.ndarray, CapSlots]
         K.chars_needed(t.dfa_trans, t.dfa_accept, info[:, 3], lo, hi, needed)
         if needed[0] > cap:  # a scan would start alive but never accept: fail closed
             raise GrammarError(
-                f"capped terminal {t.term_exprs[term]} needs {needed[0]} characters, cap {cap}",
-                hint="no string fits the cap: use NOTHING there (the JSON Schema compiler does)")
+                f"capped terminal {term} needs {needed[0]} characters, cap {cap}",
+                hint="no string fits the cap: use NOTHING there (the JSON Schema compiler does); "
+                     "build_tables(compiled.grammar).term_exprs names the terminals")
         width = max_depth + int(needed.max())  # slots per state: characters left below it
         base = n_states + size + width * np.arange(hi - lo, dtype=np.int64)
         info[lo:hi, 4] = cap - needed

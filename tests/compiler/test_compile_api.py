@@ -114,6 +114,43 @@ def test_compiles_from_text_rebuild_the_ir_they_were_compiled_from() -> None:
     assert gs.compile_ir(ir, VOCAB).grammar is ir  # IR given is IR kept
 
 
+def _reachable_ir(root: object) -> int:
+    """IR nodes reachable from ``root`` through containers and grammarsd's own objects (not
+    through functions, modules or other libraries' objects: numba's reach every global)."""
+    from grammarsd.grammar.ir import Expr
+
+    seen: set[int] = set()
+    stack, found = [root], 0
+    while stack:
+        o = stack.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        found += isinstance(o, Expr)
+        if isinstance(o, (tuple, list, dict, set, frozenset)) or (
+            type(o).__module__.startswith("grammarsd.") and not isinstance(o, type)
+        ):
+            stack.extend(gc.get_referents(o))
+    return found
+
+
+def test_a_grammar_compiled_from_text_keeps_no_ir() -> None:
+    """Cached grammars holding IR (the terminals' expressions, the helpers' labels, the grammar)
+    made every collector pass longer; the tables keep none, and ``build_tables`` of the rebuilt
+    IR still names the terminals. The control: the tables as ``build_tables`` gives them do."""
+    from grammarsd.compiler.tables import build_tables
+
+    schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": "^x+$"},
+                                               "b": {"type": "array", "items": {"$ref": "#"}}}}
+    compiled = gs.compile_json_schema(schema, VOCAB, cache=False)
+    compiled.matcher().fill_next_token_bitmask(np.zeros((1, 1), dtype=np.int32))
+    assert _reachable_ir(compiled) == 0
+    named = build_tables(compiled.grammar)
+    assert _reachable_ir(named) > 0
+    assert len(named.term_exprs) == compiled.tables.num_terminals
+    assert named.nt_names and not compiled.tables.nt_names
+
+
 def test_tokenizer_info_pickles_and_compiles_identically() -> None:
     clone = pickle.loads(pickle.dumps(VOCAB))
     a = gs.compile_regex(r"(ab)+", VOCAB).matcher()
