@@ -452,3 +452,26 @@ def test_default_and_unbounded_whitespace() -> None:
     gap = "\n" + " " * 40
     assert not accepts(PERSON, "{" + gap + '"name": "x"}')
     assert accepts(PERSON, "{" + gap + '"name": "x"}', max_whitespace=None)
+
+
+def test_string_constraints_met_again_reuse_one_expression() -> None:
+    """A pattern (with its length bounds) met in another schema gives the same expression
+    object, whose walks' answers are kept on it; a pattern that cannot be compiled is refused
+    each time with the pointer of the schema at hand (failures are not kept)."""
+
+    def body(schema: dict[str, object]) -> object:
+        g = schema_to_grammar(schema)
+        (name,) = [n for n in g.rules if n.startswith("str")]
+        return g.rules[name]
+
+    string = {"type": "string", "pattern": "^[a-z]+-[0-9]{2,4}$", "maxLength": 9}
+    first = body({"type": "object", "properties": {"a": string}})
+    again = body({"type": "array", "items": string})
+    assert first is again
+    assert body({**string, "pattern": "^[a-z]+-[0-9]{2,5}$"}) != first  # the control
+    bad = {"type": "string", "pattern": "(?<=a)b"}
+    for schema, pointer in (({"properties": {"x": bad}}, "/properties/x/pattern"),
+                            ({"items": bad}, "/items/pattern")):
+        with pytest.raises(SchemaUnsupportedError) as refused:
+            schema_to_grammar(schema)
+        assert refused.value.keyword == "pattern" and refused.value.pointer == pointer

@@ -330,7 +330,6 @@ class _Lowering:
         self._keepalive: list[tuple[_Node, ...]] = []
         # Synthetic schema objects by content (see ``interned``).
         self._interned: dict[tuple[Any, ...], dict[str, Any]] = {}
-        self._patterns: dict[str, CharDFA] = {}
         self._counter = 0
         self._names = names  # prefix of rule names: set only by ``_anything``'s own lowering
         self.emptiness = _Emptiness(self)
@@ -1085,14 +1084,13 @@ class _Lowering:
         hit = self._memo.get(key)
         if hit is not None:
             return hit
-        encode = encode_chars if encoded else _unchanged
         prefix = self._name("str" if encoded else "num")
-        try:
-            if not encoded and dfa.num_states > _REGEX_NUMBER_STATES:
-                raise GrammarTooLargeError("dfa_states", dfa.num_states, _REGEX_NUMBER_STATES)
-            body = encode(dfa.to_expr(max_size=_REGEX_SIZE, max_depth=_REGEX_DEPTH))
-        except GrammarTooLargeError:
+        body = None
+        if encoded or dfa.num_states <= _REGEX_NUMBER_STATES:
+            body = _regex_of(dfa, encoded)
+        if body is None:
             ref = self._memo[key] = Ref(f"{prefix}_0")
+            encode = encode_chars if encoded else _unchanged
             for name, rule in dfa.to_rules(f"{prefix}_").items():
                 self.rules[name] = encode(rule)
             return ref
@@ -1135,16 +1133,13 @@ class _Lowering:
 
     def pattern_dfa(self, pattern: str, at: str, keyword: str) -> CharDFA:
         """The strings an ECMA-262 ``pattern`` matches somewhere in (search semantics)."""
-        if pattern not in self._patterns:
-            try:
-                self._patterns[pattern] = CharDFA.from_expr(
-                    parse_regex_search(pattern, flavor="ecma"))
-            except GrammarSyntaxError as exc:  # includes unsupported constructs
-                raise self.refuse(keyword, at, f"cannot compile {pattern!r}: "
-                                  f"{exc.message}") from None
-            except GrammarTooLargeError as exc:
-                raise self.refuse(keyword, at, f"{pattern!r} is too large: {exc}") from None
-        return self._patterns[pattern]
+        try:
+            return _search_dfa(pattern)
+        except GrammarSyntaxError as exc:  # includes unsupported constructs
+            raise self.refuse(keyword, at, f"cannot compile {pattern!r}: "
+                              f"{exc.message}") from None
+        except GrammarTooLargeError as exc:
+            raise self.refuse(keyword, at, f"{pattern!r} is too large: {exc}") from None
 
     # arrays ----------------------------------------------------------------
 
@@ -1268,6 +1263,30 @@ def _encode(expr: Expr) -> Expr:
 
 def _unchanged(expr: Expr) -> Expr:
     return expr
+
+
+# String constraints recur across schemas (a third of MaskBench-dev's pattern uses repeat one
+# met in another schema; ``minLength: 1`` is everywhere), so their automata and expressions are
+# kept per process. One expression object also keeps its walks' answers (``ir.kept_on_nodes``,
+# ``dfa_cache.fingerprint``) for every grammar holding it.
+
+
+@functools.lru_cache(maxsize=256)
+def _search_dfa(pattern: str) -> CharDFA:
+    """The strings an ECMA-262 ``pattern`` matches somewhere in (errors are not kept)."""
+    return CharDFA.from_expr(parse_regex_search(pattern, flavor="ecma"))
+
+
+@functools.lru_cache(maxsize=256)
+def _regex_of(dfa: CharDFA, encoded: bool) -> Expr | None:
+    """``dfa``'s language as one regular expression by state elimination (its JSON spellings
+    with ``encoded``), or None past ``_REGEX_SIZE`` or ``_REGEX_DEPTH``: a failed elimination
+    costs as much as one that succeeds, so it is kept too."""
+    try:
+        body = dfa.to_expr(max_size=_REGEX_SIZE, max_depth=_REGEX_DEPTH)
+    except GrammarTooLargeError:
+        return None
+    return encode_chars(body) if encoded else body
 
 
 def _conjoin(a: _Alt, b: _Alt) -> _Alt:
