@@ -1025,17 +1025,22 @@ def _place(table: np.ndarray, classes: np.ndarray, offset: int, trans: np.ndarra
     """Writes the packed DFA ``table[:, classes]`` (int32 [n, k], uint8 [256]) into rows
     ``offset .. offset + n - 1`` of the shared ``trans`` (int32 [Q, 256]), its targets shifted
     by ``offset`` (-1 stays dead), and marks in ``has_out`` (uint8 [Q]) the rows with a live
-    byte: one pass over the rows, with no dense copy of the table in between."""
+    byte: per row, its ``k`` targets are shifted once and then spread over the 256 bytes by a
+    branch-free gather (every class is some byte's, so a live class is a live byte)."""
+    shifted = np.empty(table.shape[1], np.int32)
     for r in range(table.shape[0]):
         live = 0
-        for b in range(256):
-            target = table[r, classes[b]]
+        for c in range(table.shape[1]):
+            target = table[r, c]
             if target >= 0:
-                trans[offset + r, b] = target + offset
+                shifted[c] = target + offset
                 live = 1
             else:
-                trans[offset + r, b] = -1
+                shifted[c] = -1
         has_out[offset + r] = live
+        row = trans[offset + r]
+        for b in range(256):
+            row[b] = shifted[classes[b]]
 
 
 _JSON_WS = char_set(" \t\n\r")
