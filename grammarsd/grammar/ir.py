@@ -259,10 +259,17 @@ NOTHING = Choice(())
 
 @dataclass(frozen=True)
 class Grammar:
-    """Named rules plus the start rule. ``rules`` is read-only; insertion order is kept."""
+    """Named rules plus the start rule. ``rules`` is read-only; insertion order is kept.
+
+    ``shared`` names rules a front end makes as per-process constants: the same body objects,
+    referencing only each other and the same other rules, in every grammar that holds them
+    (JSON Schema's any-value rules). The compiler may then lower them once per process and
+    reuse the result (``compiler.tables``); it checks the bodies, so a wrong promise costs
+    only the reuse. The language never depends on it."""
 
     rules: Mapping[str, Expr]
     start: str = "start"
+    shared: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
     _frozen: tuple[tuple[str, Expr], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -271,6 +278,9 @@ class Grammar:
         object.__setattr__(self, "_frozen", frozen)
         if self.start not in self.rules:
             raise ValueError(f"start rule {self.start!r} is not defined")
+        undefined = sorted(self.shared - self.rules.keys())
+        if undefined:
+            raise ValueError(f"shared rules not defined: {', '.join(undefined)}")
         missing = sorted(ref_names(*(e for _, e in frozen)) - set(self.rules))
         if missing:
             raise ValueError(f"undefined rules referenced: {', '.join(missing)}")

@@ -332,6 +332,7 @@ class _Lowering:
         self._interned: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._counter = 0
         self._names = names  # prefix of rule names: set only by ``_anything``'s own lowering
+        self.shared: set[str] = set()  # the rules ``_anything`` gave (``Grammar.shared``)
         self.emptiness = _Emptiness(self)
         self._levels_left = (sys.getrecursionlimit() - _stack_depth()) // _FRAMES_PER_LEVEL
 
@@ -425,8 +426,8 @@ class _Lowering:
 
     def grammar(self) -> Grammar:
         start = self.value((self.root,), 0)
-        rules = {"start": start, **self.rules}
-        return Grammar(_prune(rules), start="start")
+        rules = _prune({"start": start, **self.rules})
+        return Grammar(rules, start="start", shared=frozenset(self.shared.intersection(rules)))
 
     def value(self, nodes: tuple[_Node, ...], level: int) -> Expr:
         """A rule for JSON values valid against every schema in ``nodes`` (at ``level``)."""
@@ -443,8 +444,9 @@ class _Lowering:
         if hit is not None:
             return hit
         if not nodes and not self._names:  # any value: its rules are shared (``_anything``)
-            hit, rules = _anything(self.options, level)
+            hit, rules, shared = _anything(self.options, level)
             self.rules.update(rules)
+            self.shared.update(shared)
             self._memo[key] = hit
             return hit
         if self._levels_left == 0:  # out of stack before any call (into ``referencing``'s
@@ -1222,17 +1224,21 @@ class _Lowering:
 
 
 @functools.lru_cache(maxsize=64)
-def _anything(options: JsonSchemaOptions, level: int) -> tuple[Ref, Mapping[str, Expr]]:
-    """The rule for any JSON value at ``level`` and the rules it needs, lowered once per
-    process and options, as the same expression objects for every compile (whose walks keep
-    their answers on the nodes): most objects are open, and lowering these rules anew took
-    ~15 % of a small open object's compile. The ``any{level}_`` prefix keeps these names apart
-    from a compile's own (``_name``) and from each level's (``indent`` layouts)."""
+def _anything(options: JsonSchemaOptions,
+              level: int) -> tuple[Ref, Mapping[str, Expr], frozenset[str]]:
+    """The rule for any JSON value at ``level``, the rules it needs, and the names of its own
+    among them, lowered once per process and options, as the same expression objects for every
+    compile (whose walks keep their answers on the nodes): most objects are open, and lowering
+    these rules anew took ~15 % of a small open object's compile. Its own rules are
+    ``Grammar.shared``: the compiler lowers them once per process too. The ``any{level}_``
+    prefix keeps these names apart from a compile's own (``_name``) and from each level's
+    (``indent`` layouts)."""
     draft = DRAFTS["https://json-schema.org/draft/2020-12/schema"]  # reads no keyword
     low = _Lowering(True, draft, options, referencing.Registry(), names=f"any{level}_")
     ref = low.value((), level)
     assert isinstance(ref, Ref)  # (``value`` refuses levels past ``max_depth`` before asking)
-    return ref, MappingProxyType(low.rules)
+    own = frozenset(name for name in low.rules if name.startswith(low._names))
+    return ref, MappingProxyType(low.rules), own
 
 
 @functools.cache
