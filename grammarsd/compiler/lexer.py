@@ -257,14 +257,16 @@ _QUOTE = Literal('"')
 
 
 @functools.lru_cache(maxsize=16)
-def _string_body(chars: CharClass) -> tuple[ByteDFA, list[list[int]]]:
-    """Every JSON string body over ``chars`` (its start is its only character boundary), and
-    its transitions as lists for stepping in Python."""
-    body = build_byte_dfa(repeat(encode_class(chars)))
-    return body, body.trans.tolist()
+def _string_body(chars: CharClass) -> ByteDFA:
+    """Every JSON string body over ``chars`` (its start is its only character boundary)."""
+    return build_byte_dfa(repeat(encode_class(chars)))
 
 
-def _spellings(c: int) -> list[bytes]:
+_MAX_SPELLING = 12  # bytes of the longest spelling: a surrogate pair's two ``\\uXXXX``
+
+
+@functools.lru_cache(maxsize=4096)
+def _spellings(c: int) -> tuple[bytes, ...]:
     """The JSON spellings of the character ``c`` (hex digits in lower case)."""
     out = [chr(c).encode()] if c in RAW_OK else []
     if chr(c) in SHORT_ESCAPES:
@@ -274,60 +276,49 @@ def _spellings(c: int) -> list[bytes]:
     else:
         high, low = divmod(c - 0x10000, 0x400)
         out.append(b"\\u%04x\\u%04x" % (0xD800 + high, 0xDC00 + low))
-    return out
+    return tuple(out)
 
 
 def _excluding_dfa(leaf: Excluding, quoted: bool, nonempty: bool, max_states: int,
                    tail: ByteDFA | None = None) -> ByteDFA | None:
     """The byte DFA of ``leaf`` (``quoted``: between two ``"``, then ``tail`` if given) from the
-    words' trie and the DFA
-    of every string body over its class, without the tagged table: each trie node is a copy of
-    the body's boundary state in which the spellings of its children's characters lead to the
-    children (a spelling's prefix is one state per node, both cases of a hex digit alike) and
-    every other byte goes on as in the body, so a string leaves the trie at its first character
-    off it. The same language as the tagged construction (the tests compare the tables), at a
-    fifth to a third of its time. None past ``max_states`` rows before minimisation: the tagged
-    construction then bounds its work as it goes."""
-    body, steps = _string_body(leaf.chars)
+    words' trie and the DFA of every string body over its class, without the tagged table: each
+    trie node is a copy of the body's boundary state in which the spellings of its children's
+    characters lead to the children (a spelling's prefix is one state per node, both cases of a
+    hex digit alike: ``_spell_children``) and every other byte goes on as in the body, so a
+    string leaves the trie at its first character off it. The same language as the tagged
+    construction (the tests compare the tables), at a fifth to a third of its time. None past
+    ``max_states`` rows before minimisation: the tagged construction then bounds its work as
+    it goes."""
+    body = _string_body(leaf.chars)
     trie = tagged_outside(leaf.words, leaf.chars)
     if len(trie.nodes) > max_states:
         return None
     first = 1 if quoted else 0  # with quotes, state 0 reads the opening one
     shift = first + len(trie.nodes)  # body state s is state shift + s
-    prefix_base = shift + len(steps)  # then one state per spelling prefix
-    prefix_of: list[int] = []  # the body state beside each prefix state
-    rows: list[int] = []  # the transitions the trie sets: rows[i] --bytes_[i]--> targets[i]
-    bytes_: list[int] = []
-    targets: list[int] = []
+    prefix_base = shift + body.num_states  # then one state per spelling prefix
+    kid_ptr = np.zeros(len(trie.nodes) + 1, np.int64)
+    kid_chars: list[int] = []
+    kid_nodes: list[int] = []
     for node, (_, _, kids) in enumerate(trie.nodes):
-        prefixes: dict[bytes, int] = {}
         for kid, child in kids:
-            for spelling in _spellings(kid.ranges[0][0]):
-                here, state, last = first + node, 0, len(spelling) - 1
-                for i, byte in enumerate(spelling):
-                    if i == last:
-                        nxt = first + child
-                    else:
-                        state = steps[state][byte]
-                        nxt = prefixes.get(spelling[:i + 1], -1)
-                        if nxt < 0:
-                            nxt = prefixes[spelling[:i + 1]] = prefix_base + len(prefix_of)
-                            prefix_of.append(state)
-                    rows.append(here)
-                    bytes_.append(byte)
-                    targets.append(nxt)
-                    if i >= 2 and 0x61 <= byte <= 0x66:  # a hex digit: either case
-                        rows.append(here)
-                        bytes_.append(byte - 32)
-                        targets.append(nxt)
-                    here = nxt
-    if prefix_base + len(prefix_of) > max_states:
-        return None
+            kid_chars.append(kid.ranges[0][0])
+            kid_nodes.append(child)
+        kid_ptr[node + 1] = len(kid_chars)
+    distinct = sorted(set(kid_chars))
+    spelled = np.zeros((len(distinct), 3, _MAX_SPELLING), np.uint8)
+    lengths = np.zeros((len(distinct), 3), np.int64)
+    for i, c in enumerate(distinct):
+        for j, spelling in enumerate(_spellings(c)):
+            spelled[i, j, :len(spelling)] = np.frombuffer(spelling, np.uint8)
+            lengths[i, j] = len(spelling)
+    index = {c: i for i, c in enumerate(distinct)}
     shifted = np.where(body.trans < 0, -1, body.trans + shift).astype(np.int32)
-    table = np.vstack([np.full((first, 256), -1, np.int32),
-                       np.repeat(shifted[:1], len(trie.nodes), axis=0), shifted,
-                       shifted[np.array(prefix_of, np.int64)]])
-    table[rows, bytes_] = targets
+    table = _spell_children(shifted, first, len(trie.nodes), kid_ptr,
+                            np.array([index[c] for c in kid_chars], np.int64),
+                            np.array(kid_nodes, np.int64), spelled, lengths, max_states)
+    if table is None:
+        return None
     accept = np.zeros(len(table), bool)
     accept[first:shift] = [not final for final, _, _ in trie.nodes]
     accept[shift:prefix_base] = body.accept
@@ -346,6 +337,56 @@ def _excluding_dfa(leaf: Excluding, quoted: bool, nonempty: bool, max_states: in
         accept = np.zeros(len(table), bool)
         accept[end:] = rest_accept
     return _finish((table, accept), nonempty, max_states)
+
+
+@njit(cache=True, nogil=True)
+def _spell_children(shifted, first, num_nodes, kid_ptr, kid_char, kid_node, spelled,  # noqa: ANN001, ANN201
+                    lengths, max_states):  # pragma: no cover - compiled
+    """The table of ``_excluding_dfa`` before its quotes: ``first`` dead rows, one row per trie
+    node (the body's boundary row), the body (``shifted``: its table with targets moved past
+    the nodes), then the spellings' prefix states, each a copy of the body row it stands
+    beside. Node ``n``'s children are ``kid_node[kid_ptr[n]:kid_ptr[n + 1]]``, reached by the
+    spellings ``spelled[kid_char[k], j, :lengths[kid_char[k], j]]``. A prefix state is known
+    by its row: a target past the body in a row this node wrote. None past ``max_states``."""
+    shift = first + num_nodes
+    prefix_base = shift + shifted.shape[0]
+    capacity = prefix_base + 8 * kid_node.shape[0] + 1
+    table = np.empty((capacity, 256), np.int32)
+    table[:first] = -1
+    for n in range(num_nodes):
+        table[first + n] = shifted[0]
+    table[shift:prefix_base] = shifted
+    top = prefix_base
+    for n in range(num_nodes):
+        for k in range(kid_ptr[n], kid_ptr[n + 1]):
+            c = kid_char[k]
+            for j in range(lengths.shape[1]):
+                here = first + n
+                last = lengths[c, j] - 1
+                for i in range(last + 1):
+                    b = spelled[c, j, i]
+                    if i == last:
+                        nxt = first + kid_node[k]
+                    else:
+                        nxt = table[here, b]
+                        if nxt < 0:  # (every spelling lives in the body)
+                            return None
+                        if nxt < prefix_base:  # a new prefix: the body state it stands beside
+                            if top == capacity:
+                                capacity *= 2
+                                grown = np.empty((capacity, 256), np.int32)
+                                grown[:top] = table[:top]
+                                table = grown
+                            table[top] = table[nxt]
+                            nxt = top
+                            top += 1
+                            if top > max_states:
+                                return None
+                    table[here, b] = nxt
+                    if i >= 2 and 0x61 <= b <= 0x66:  # a hex digit: either case
+                        table[here, b - 32] = nxt
+                    here = nxt
+    return table[:top]
 
 
 # The syntax of JSON string bodies, one byte at a time. State 0 is a character boundary; the
