@@ -113,11 +113,19 @@ class CompileCache:
     ``len(self) // REMEASURE_EVERY`` insertions (amortised O(1) per insertion: measuring every
     entry on every insertion took ~0.5 ms per compile with a few hundred grammars cached);
     between, an entry counts as it was last measured, and growth since then is seen late.
+
+    The default bound, 128 MiB, holds ~60 MaskBench schemas' grammars (a dense DFA table is
+    1 KiB per state). A bigger one buys nothing where schemas are not compiled twice and costs
+    time where they are: all of MaskBench-dev's paired schemas in one process compiled 7-9 %
+    slower with 512 MiB than with 128 MiB (three alternated pairs; 650 MiB more resident; the
+    cause is not pinned down: writing a new grammar's tables onto memory the process has not
+    touched before costs ~2 us per state there, ten times the cost on reused memory). Raise
+    ``COMPILE_CACHE.max_bytes`` to keep more grammars.
     """
 
     REMEASURE_EVERY = 8
 
-    def __init__(self, max_bytes: int = 512 << 20) -> None:
+    def __init__(self, max_bytes: int = 128 << 20) -> None:
         self.max_bytes = max_bytes
         self._items: OrderedDict[tuple[Any, ...], tuple[CompiledGrammar, int]] = OrderedDict()
         self._total = 0  # the sizes in ``_items``, as last measured
