@@ -14,7 +14,8 @@ import pytest
 
 import grammarsd as gs
 from grammarsd.compiler import tables
-from grammarsd.compiler.tables import build_tables
+from grammarsd.compiler.tables import CompileLimits, build_tables
+from grammarsd.errors import GrammarTooLargeError
 from grammarsd.grammar.ir import Grammar, Ref, choice, lit, seq
 from grammarsd.grammar.json_schema import JsonSchemaOptions, schema_to_grammar
 from grammarsd.tokenizer.info import TokenizerInfo
@@ -107,3 +108,15 @@ def test_shared_rules_with_other_bodies_are_not_taken_for_those_lowered_before()
 def test_shared_names_must_be_rules() -> None:
     with pytest.raises(ValueError, match="shared rules not defined: b"):
         Grammar({"start": lit("a")}, shared=frozenset("b"))
+
+
+def test_shared_rules_past_the_limits_count_only_where_the_grammar_reaches_them() -> None:
+    many = choice(*(seq(lit(f"w{i}("), Ref("many"), lit(")")) for i in range(8)), lit("x"))
+    rules = {"start": lit("a"), "many": many}  # ``many`` unreachable: never lowered in place
+    limits = CompileLimits(max_productions=4)
+    compiled = gs.compile_ir(Grammar(rules, shared=frozenset({"many"})), BYTES, limits=limits,
+                             cache=False)
+    assert _accepts(compiled, "a") and not _accepts(compiled, "x")
+    with pytest.raises(GrammarTooLargeError, match="productions"):  # reached: refused
+        gs.compile_ir(Grammar({**rules, "start": Ref("many")}, shared=frozenset({"many"})),
+                      BYTES, limits=limits, cache=False)
