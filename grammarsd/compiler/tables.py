@@ -952,13 +952,7 @@ class _Lowering:
         (past ``max_group_size``): a capped item has no parser fallback, and the lexer's
         NFA holds each rule once, so only the DFA limits apply."""
         rules = self.grammar.rules
-        names: set[str] = set()
-        stack = list(ref_names(item))
-        while stack:
-            name = stack.pop()
-            if name not in names:
-                names.add(name)
-                stack.extend(ref_names(rules[name]))
+        names = _reached(self.grammar, ref_names(item))
         if not all(_right_linear(rules[n], names) for n in names):
             return None
         found: set[str] = set()
