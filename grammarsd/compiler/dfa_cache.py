@@ -54,7 +54,7 @@ from grammarsd.compiler.lexer import (
     excluding_lexeme,
 )
 from grammarsd.errors import GrammarTooLargeError
-from grammarsd.grammar._canonical import column_classes, subset_construction
+from grammarsd.grammar._canonical import column_classes, concatenation, subset_construction
 from grammarsd.grammar.encodings import decoded_class
 from grammarsd.grammar.ir import (
     Capped,
@@ -282,13 +282,13 @@ class DfaCache:
         key = ("terminal", fingerprint(expr) + digest + tag, max_states)
         packed = self._lookup(key)
         if packed is None:
-            packed = PackedDfa.pack(self._build(expr, max_states, rules, variant))
+            packed = self._build(expr, max_states, rules, variant)
             self._store(key, packed)
         assert isinstance(packed, PackedDfa)
         return packed
 
     def _build(self, expr: Expr, max_states: int, rules: RuleSet,
-               variant: Variant | None) -> ByteDFA:
+               variant: Variant | None) -> PackedDfa:
         """The DFA of ``expr`` (rewritten by ``variant``) on a miss: joined to a tail built
         before (``_joined``), spelled as a chain (``_chain``), composed from cached parts
         (``_compose``), or built directly."""
@@ -304,14 +304,16 @@ class DfaCache:
         if shortcuts:
             chain = _chain(expr)
             if chain is not None and chain.num_states <= max_states:
-                return chain
+                return PackedDfa.pack(chain)
         if plain:
             flat = self._composable(expr, max_states)
             if flat is not None:
-                return _finish(self._compose(expr, max_states, flat), True, max_states)
-        return build_byte_dfa(expr, nonempty=True, max_states=max_states, rules=rules)
+                return PackedDfa.pack(
+                    _finish(self._compose(expr, max_states, flat), True, max_states))
+        return PackedDfa.pack(
+            build_byte_dfa(expr, nonempty=True, max_states=max_states, rules=rules))
 
-    def _joined(self, expr: Expr, max_states: int, variant: Variant | None) -> ByteDFA | None:
+    def _joined(self, expr: Expr, max_states: int, variant: Variant | None) -> PackedDfa | None:
         """The DFA of a ``Seq`` of at most ``JOIN_HEAD`` items and a last one that is a terminal
         already built (an object member's comma variant ``ws "," ws member``, built after the
         member itself), as the head's DFA followed by the last item's; where that item is not
@@ -329,14 +331,11 @@ class DfaCache:
         head_expr = Seq(tuple(head_items)) if len(head_items) > 1 else head_items[0]
         if nullable(head_expr) or nullable(tail_expr):
             return None
-        head = self.get(head_expr, max_states, variant=variant)
         assert isinstance(tail, PackedDfa)
-        if head.tile is not None or head.cap:
-            return None
-        return self._join_packed(head.unpack(), tail, max_states)
+        return _join(self.get(head_expr, max_states, variant=variant), tail, max_states)
 
     def _chain_then_value(self, expr: Seq, max_states: int,
-                          variant: Variant | None) -> ByteDFA | None:
+                          variant: Variant | None) -> PackedDfa | None:
         """The DFA of an object member ``key ws ":" ws value`` (or its comma variant, the member
         nested last) as the chain before the value (``_chain``, not cached: keys differ)
         followed by the value's DFA, built or found as a terminal of its own (values repeat
@@ -353,13 +352,7 @@ class DfaCache:
         head = _chain(head_expr if variant is None else variant.rewrite(head_expr))
         if head is None:
             return None
-        return self._join_packed(head, self.get(value, max_states, variant=variant), max_states)
-
-    @staticmethod
-    def _join_packed(head: ByteDFA, tail: PackedDfa, max_states: int) -> ByteDFA | None:
-        if tail.tile is not None or tail.cap:
-            return None
-        return _join(head, tail.unpack(), max_states)
+        return _join(head, self.get(value, max_states, variant=variant), max_states)
 
     def _lookup(self, key: tuple[object, ...]) -> PackedDfa | _Part | None:
         with self._lock:
@@ -579,22 +572,32 @@ def _chain_shaped(e: Expr) -> bool:
     return isinstance(e, Literal) or (isinstance(e, Repeat) and isinstance(e.item, CharClass))
 
 
-def _join(head: ByteDFA, tail: ByteDFA, max_states: int) -> ByteDFA | None:
-    """The canonical DFA of ``L(head) L(tail)`` (both without the empty string): the tail's
-    start transitions copied onto the head's accepting states, or None where some such state
-    already leaves on a byte the tail starts with (the result would not be deterministic)."""
-    n = head.trans.shape[0]
-    trans = np.empty((n + tail.trans.shape[0], 256), np.int32)
-    trans[:n] = head.trans
-    trans[n:] = np.where(tail.trans >= 0, tail.trans + n, -1)
-    ends = np.flatnonzero(head.accept)
-    rows = trans[ends]
-    start = trans[n]
-    if ((rows >= 0) & (start >= 0)).any():
+def _join(head: ByteDFA | PackedDfa, tail: PackedDfa, max_states: int) -> PackedDfa | None:
+    """The canonical DFA of ``L(head) L(tail)`` (both without the empty string), in one kernel
+    over the packed tables (``_canonical.concatenation``); None where a side is tiled or
+    capped, or where the result would not be deterministic."""
+    if head.tile is not None or head.cap or tail.tile is not None or tail.cap:
         return None
-    trans[ends] = np.where(rows >= 0, rows, start)
-    accept = np.concatenate([np.zeros(n, np.bool_), tail.accept])
-    return _finish((trans, accept), True, max_states)
+    table, classes = ((head.table, head.classes) if isinstance(head, PackedDfa)
+                      else (head.trans, _EACH_BYTE))
+    ok, joint_classes, joint, accept = concatenation(*map(_read_only, (
+        table, classes, head.accept, tail.table, tail.classes, tail.accept)))
+    if not ok:
+        return None
+    if joint.shape[0] > max_states:
+        raise GrammarTooLargeError("dfa_states", int(joint.shape[0]), max_states)
+    return PackedDfa(joint_classes, joint, accept, None, 0, None)
+
+
+_EACH_BYTE = np.arange(256, dtype=np.uint8)  # a byte table's classes: a column per byte
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a``: tables arrive writable or not, and numba compiles a
+    kernel once per combination of flags."""
+    view = a.view()
+    view.setflags(write=False)
+    return view
 
 
 DFA_CACHE = DfaCache()

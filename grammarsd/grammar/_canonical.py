@@ -662,3 +662,59 @@ def product(t1: np.ndarray, t2: np.ndarray, acc1: np.ndarray, acc2: np.ndarray,
         b = q >= 0 and acc2[q]
         accept[k] = (a and b) if op == 0 else (a or b) if op == 1 else (a and not b)
     return rows[:count].copy(), accept
+
+
+@njit(cache=True, nogil=True)
+def concatenation(head_table: np.ndarray, head_classes: np.ndarray, head_accept: np.ndarray,
+                  tail_table: np.ndarray, tail_classes: np.ndarray, tail_accept: np.ndarray,
+                  ) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    """The canonical DFA of ``L(head) L(tail)``, both given and returned packed by byte classes
+    (``table[:, classes]`` is the byte table; classes numbered by first occurrence): the
+    tail's start row copied onto the head's accepting states, over the classes both sides
+    split the bytes into, then ``canonical``. Returns ``(ok, classes uint8 [256], table,
+    accept)``; not ``ok`` where the head's start accepts or an accepting state already leaves
+    on a byte the tail starts with (the result would not be deterministic)."""
+    pair = np.full((head_table.shape[1], tail_table.shape[1]), -1, np.int64)
+    joint = np.empty(256, np.int64)  # byte -> class of the pair of sides' classes
+    head_of = np.empty(256, np.int64)
+    tail_of = np.empty(256, np.int64)
+    k = 0
+    for b in range(256):
+        h, t = head_classes[b], tail_classes[b]
+        if pair[h, t] < 0:
+            pair[h, t] = k
+            head_of[k] = h
+            tail_of[k] = t
+            k += 1
+        joint[b] = pair[h, t]
+    n, m = head_table.shape[0], tail_table.shape[0]
+    trans = np.empty((n + m, k), np.int32)
+    for s in range(n):
+        for c in range(k):
+            trans[s, c] = head_table[s, head_of[c]]
+    for s in range(m):
+        for c in range(k):
+            t = tail_table[s, tail_of[c]]
+            trans[n + s, c] = t + n if t >= 0 else -1
+    accept = np.zeros(n + m, np.bool_)
+    accept[n:] = tail_accept
+    failed = (False, np.empty(0, np.uint8), np.empty((0, 0), np.int32), accept[:0])
+    if head_accept[0]:
+        return failed
+    for s in range(n):
+        if head_accept[s]:
+            for c in range(k):
+                start = trans[n, c]
+                if start >= 0:
+                    if trans[s, c] >= 0:
+                        return failed
+                    trans[s, c] = start
+    out, out_accept = canonical(trans, accept)
+    starts, run_class, first = column_classes(out)  # classes the quotient made equal
+    merged = np.empty(k, np.int64)
+    for u in range(run_class.shape[0]):
+        merged[starts[u]:starts[u + 1]] = run_class[u]
+    classes = np.empty(256, np.uint8)
+    for b in range(256):
+        classes[b] = merged[joint[b]]
+    return True, classes, np.ascontiguousarray(out[:, first]), out_accept
