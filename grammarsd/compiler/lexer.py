@@ -93,6 +93,7 @@ from grammarsd.grammar.automata import (
     canonical_table,
     tagged_outside,
     tagged_table,
+    trie_nodes,
 )
 from grammarsd.grammar.encodings import RAW_OK, SHORT_ESCAPES, decoded_class, encode_class
 from grammarsd.grammar.ir import (
@@ -291,20 +292,21 @@ def _excluding_dfa(leaf: Excluding, quoted: bool, nonempty: bool, max_states: in
     ``max_states`` rows before minimisation: the tagged construction then bounds its work as
     it goes."""
     body = _string_body(leaf.chars)
-    trie = tagged_outside(leaf.words, leaf.chars)
-    if len(trie.nodes) > max_states:
-        return None
-    first = 1 if quoted else 0  # with quotes, state 0 reads the opening one
-    shift = first + len(trie.nodes)  # body state s is state shift + s
-    prefix_base = shift + body.num_states  # then one state per spelling prefix
-    kid_ptr = np.zeros(len(trie.nodes) + 1, np.int64)
+    finals: list[bool] = []
+    kid_ptr = [0]
     kid_chars: list[int] = []
     kid_nodes: list[int] = []
-    for node, (_, _, kids) in enumerate(trie.nodes):
-        for kid, child in kids:
-            kid_chars.append(kid.ranges[0][0])
+    for final, _, kids in trie_nodes(leaf.words, leaf.chars):  # no classes: spelled below
+        finals.append(final)
+        for ch, child in kids:
+            kid_chars.append(ord(ch))
             kid_nodes.append(child)
-        kid_ptr[node + 1] = len(kid_chars)
+        kid_ptr.append(len(kid_chars))
+    if len(finals) > max_states:
+        return None
+    first = 1 if quoted else 0  # with quotes, state 0 reads the opening one
+    shift = first + len(finals)  # body state s is state shift + s
+    prefix_base = shift + body.num_states  # then one state per spelling prefix
     distinct = sorted(set(kid_chars))
     spelled = np.zeros((len(distinct), 3, _MAX_SPELLING), np.uint8)
     lengths = np.zeros((len(distinct), 3), np.int64)
@@ -314,13 +316,13 @@ def _excluding_dfa(leaf: Excluding, quoted: bool, nonempty: bool, max_states: in
             lengths[i, j] = len(spelling)
     index = {c: i for i, c in enumerate(distinct)}
     shifted = np.where(body.trans < 0, -1, body.trans + shift).astype(np.int32)
-    table = _spell_children(shifted, first, len(trie.nodes), kid_ptr,
+    table = _spell_children(shifted, first, len(finals), np.array(kid_ptr, np.int64),
                             np.array([index[c] for c in kid_chars], np.int64),
                             np.array(kid_nodes, np.int64), spelled, lengths, max_states)
     if table is None:
         return None
     accept = np.zeros(len(table), bool)
-    accept[first:shift] = [not final for final, _, _ in trie.nodes]
+    accept[first:shift] = [not final for final in finals]
     accept[shift:prefix_base] = body.accept
     if quoted:  # an opening quote, and a closing one wherever the body may end, to the tail
         end = len(table)

@@ -106,14 +106,25 @@ class TaggedOutside:
 def tagged_outside(words: tuple[str, ...], every: CharClass) -> TaggedOutside:
     """The strings over ``every`` but the sorted, distinct ``words``, as a ``TaggedOutside``.
 
-    A trie node is a run ``words[lo:hi]`` sharing a prefix of ``depth`` characters; sorted, the
+    Nodes are numbered breadth-first (``trie_nodes``)."""
+    nodes = tuple((final, leaving_class(every, firsts), tuple((one_char(ch), k) for ch, k in kids))
+                  for final, firsts, kids in trie_nodes(words, every))
+    return TaggedOutside(every, nodes)
+
+
+def trie_nodes(words: tuple[str, ...],
+               every: CharClass) -> Iterator[tuple[bool, str, list[tuple[str, int]]]]:
+    """The trie of the sorted, distinct ``words``, node by node breadth-first: whether the
+    node's prefix is a word, the characters its children start with, and ``(character,
+    node)`` for each child whose character is in ``every``.
+
+    A node is a run ``words[lo:hi]`` sharing a prefix of ``depth`` characters; sorted, the
     prefix itself (if it is a word) comes first and the children are the runs of equal next
-    characters. Nodes are numbered breadth-first."""
-    nodes = []
+    characters."""
     runs = [(0, len(words), 0)]
     for lo, hi, depth in runs:  # grows as children are found
         final = len(words[lo]) == depth
-        first_chars = []
+        firsts = []
         kids = []
         i = lo + 1 if final else lo
         while i < hi:
@@ -121,13 +132,12 @@ def tagged_outside(words: tuple[str, ...], every: CharClass) -> TaggedOutside:
             j = i + 1
             while j < hi and words[j][depth] == ch:
                 j += 1
-            first_chars.append(ch)
+            firsts.append(ch)
             if ord(ch) in every:
-                kids.append((one_char(ch), len(runs)))
+                kids.append((ch, len(runs)))
                 runs.append((i, j, depth + 1))
             i = j
-        nodes.append((final, leaving_class(every, "".join(first_chars)), tuple(kids)))
-    return TaggedOutside(every, tuple(nodes))
+        yield final, "".join(firsts), kids
 
 
 Tagger = Callable[[Expr], CharClass | TaggedOutside | None]
@@ -902,4 +912,4 @@ def _eliminate_states(dfa: CharDFA, max_size: int, max_depth: int) -> Expr:
 
 
 __all__ = ["TAG_OFFSET", "CharDFA", "TaggedOutside", "Tagger", "canonical_table", "tagged_outside",
-           "tagged_table"]
+           "tagged_table", "trie_nodes"]
