@@ -912,23 +912,24 @@ def chain_sets(
     rad: np.ndarray,
     rad_utf8: np.ndarray,
 ) -> None:
-    """``chain_sets_where`` of every state."""
-    chain_sets_where(dfa_trans, utf8_dfa, steps, rad, rad_utf8,
-                     np.zeros(dfa_trans.shape[0], dtype=np.uint8))
+    """``chain_sets_between`` of every state."""
+    chain_sets_between(dfa_trans, utf8_dfa, steps, rad, rad_utf8, 0, dfa_trans.shape[0])
 
 
 @njit(cache=True, nogil=True)
-def chain_sets_where(
+def chain_sets_between(
     dfa_trans: np.ndarray,
     utf8_dfa: np.ndarray,
     steps: np.ndarray,
     rad: np.ndarray,
     rad_utf8: np.ndarray,
-    skip: np.ndarray,
+    lo: int,
+    hi: int,
 ) -> None:
-    """Per DFA state ``s``, what lets ``classify_tokens`` take a trie subtree whole; states with
-    ``skip[s]`` (uint8 [Q]) are left as they are (no transition of another state may lead to
-    one: whole terminals, whose arrays the caller has from elsewhere).
+    """Per DFA state ``s`` of ``lo .. hi - 1``, what lets ``classify_tokens`` take a trie
+    subtree whole; the other states are left as they are. No transition may leave the range
+    (it holds whole terminals: ``runtime.MaskCache`` asks for a terminal's states when the
+    first row of one of them is built).
 
     The *successor* ``succ(s)`` is ``s`` itself when some byte loops on ``s``, else the live
     target that the most ASCII bytes lead to (then the most bytes; ties go to the target that
@@ -953,7 +954,7 @@ def chain_sets_where(
     everywhere it reaches; finite radii are capped at ``RAD_INF - 1``, so a trie height saturated
     at ``RAD_INF`` only passes an infinite radius. O(256 Q).
     """
-    n_states = dfa_trans.shape[0]
+    n_states = hi - lo  # the local arrays number state s as s - lo
     n_utf = utf8_dfa.shape[0]
     succ = np.full(n_states, -1, dtype=np.int64)
     utf8_step = np.zeros(n_states, dtype=np.uint8)
@@ -961,45 +962,43 @@ def chain_sets_where(
     stamp = np.full(n_states, -1, dtype=np.int64)  # weight[t] is for the s being read
     seen = np.full((n_states, n_utf), -1, dtype=np.int64)  # stamp: the s being checked
     stack = np.empty((n_states * n_utf, 2), dtype=np.int64)
-    for s in range(n_states):
-        if skip[s]:
-            continue
+    for s in range(lo, hi):
         best = -1
         for b in range(256):
             t = dfa_trans[s, b]
             if t < 0:
                 continue
-            if stamp[t] != s:
-                stamp[t] = s
-                weight[t] = 0
-            weight[t] += 256 if b < 0x80 else 1
-            if best < 0 or weight[t] > weight[best]:
+            if stamp[t - lo] != s:
+                stamp[t - lo] = s
+                weight[t - lo] = 0
+            weight[t - lo] += 256 if b < 0x80 else 1
+            if best < 0 or weight[t - lo] > weight[best - lo]:
                 best = t
-        if best >= 0 and stamp[s] == s:
+        if best >= 0 and stamp[s - lo] == s:
             best = s
-        succ[s] = best
+        succ[s - lo] = best
         if best < 0:
             continue
         for b in range(256):
             if dfa_trans[s, b] == best:
                 steps[s, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
-        utf8_step[s] = _utf8_step(dfa_trans, utf8_dfa, s, best, seen, stack)
-    link = np.full(n_states, -1, dtype=np.int64)
+        utf8_step[s - lo] = _utf8_step(dfa_trans, utf8_dfa, s, best, lo, seen, stack)
+    link = np.full(n_states, -1, dtype=np.int64)  # local numbers, like succ
     base = np.zeros(n_states, dtype=np.int64)
-    for s in range(n_states):
-        t = succ[s]
+    for s in range(lo, hi):
+        t = succ[s - lo]
         if t >= 0:
-            base[s] = 1
+            base[s - lo] = 1
             if _contains(steps, t, s, 4):
-                link[s] = t
-    _chain_radii(link, base, rad, skip)
-    for s in range(n_states):
-        t = succ[s]
-        link[s] = -1
-        base[s] = utf8_step[s]
-        if utf8_step[s] and t >= 0 and utf8_step[t] and _contains(steps, t, s, 2):
-            link[s] = t
-    _chain_radii(link, base, rad_utf8, skip)
+                link[s - lo] = t - lo
+    _chain_radii(link, base, rad, lo)
+    for s in range(lo, hi):
+        t = succ[s - lo]
+        link[s - lo] = -1
+        base[s - lo] = utf8_step[s - lo]
+        if utf8_step[s - lo] and t >= 0 and utf8_step[t - lo] and _contains(steps, t, s, 2):
+            link[s - lo] = t - lo
+    _chain_radii(link, base, rad_utf8, lo)
 
 
 @njit(cache=True, nogil=True)
@@ -1060,10 +1059,11 @@ def _contains(steps, t, s, words):  # noqa: ANN001, ANN202
 
 
 @njit(cache=True, nogil=True)
-def _utf8_step(dfa_trans, utf8_dfa, s, target, seen, stack):  # noqa: ANN001, ANN202
+def _utf8_step(dfa_trans, utf8_dfa, s, target, lo, seen, stack):  # noqa: ANN001, ANN202
     """Every well-formed multi-byte character read from ``s`` keeps the DFA alive on each proper
     prefix and ends in ``target``: a depth-first search over the (DFA state, UTF-8 state) pairs
-    that lead bytes reach (``seen`` stamped with ``s``, ``stack`` sized for every pair)."""
+    that lead bytes reach (``seen`` stamped with ``s``, its rows the states from ``lo`` on,
+    ``stack`` sized for every pair)."""
     if dfa_trans[s, 0xC2] < 0:  # a lead byte dies (cheap, common reject)
         return 0
     top = 0
@@ -1074,8 +1074,8 @@ def _utf8_step(dfa_trans, utf8_dfa, s, target, seen, stack):  # noqa: ANN001, AN
         t = dfa_trans[s, b]
         if t < 0:
             return 0
-        if seen[t, u] != s:
-            seen[t, u] = s
+        if seen[t - lo, u] != s:
+            seen[t - lo, u] = s
             stack[top, 0] = t
             stack[top, 1] = u
             top += 1
@@ -1090,8 +1090,8 @@ def _utf8_step(dfa_trans, utf8_dfa, s, target, seen, stack):  # noqa: ANN001, AN
             t2 = dfa_trans[t, b]
             if t2 < 0 or (u2 == 0 and t2 != target):
                 return 0
-            if u2 != 0 and seen[t2, u2] != s:
-                seen[t2, u2] = s
+            if u2 != 0 and seen[t2 - lo, u2] != s:
+                seen[t2 - lo, u2] = s
                 stack[top, 0] = t2
                 stack[top, 1] = u2
                 top += 1
@@ -1099,17 +1099,15 @@ def _utf8_step(dfa_trans, utf8_dfa, s, target, seen, stack):  # noqa: ANN001, AN
 
 
 @njit(cache=True, nogil=True)
-def _chain_radii(link, base, out, skip):  # noqa: ANN001, ANN202
-    """``out[s] = base[s]`` where ``link[s] < 0``, else ``1 + out[link[s]]`` capped at
-    ``RAD_INF - 1``, and ``RAD_INF`` on every chain that reaches a cycle of links. Each state is
-    resolved once, by following its links to a resolved state, a chain end or a cycle. States
-    with ``skip[s]`` are left alone (no link leads to one)."""
+def _chain_radii(link, base, out, lo):  # noqa: ANN001, ANN202
+    """``out[lo + s] = base[s]`` where ``link[s] < 0``, else ``1 + out[lo + link[s]]`` capped
+    at ``RAD_INF - 1``, and ``RAD_INF`` on every chain that reaches a cycle of links. Each
+    state is resolved once, by following its links to a resolved state, a chain end or a
+    cycle."""
     n = link.shape[0]
     mark = np.zeros(n, dtype=np.uint8)  # 0: not seen, 1: on the current path, 2: resolved
     path = np.empty(n, dtype=np.int64)
     for s0 in range(n):
-        if skip[s0]:
-            continue
         top = 0
         s = s0
         while s >= 0 and mark[s] == 0:
@@ -1120,7 +1118,7 @@ def _chain_radii(link, base, out, skip):  # noqa: ANN001, ANN202
         if s >= 0 and mark[s] == 1:  # the path closed a cycle at s: it and what follows on it
             while True:
                 top -= 1
-                out[path[top]] = RAD_INF
+                out[lo + path[top]] = RAD_INF
                 mark[path[top]] = 2
                 if path[top] == s:
                     break
@@ -1128,11 +1126,11 @@ def _chain_radii(link, base, out, skip):  # noqa: ANN001, ANN202
             p = path[i]
             t = link[p]
             if t < 0:
-                out[p] = base[p]
-            elif out[t] == RAD_INF:
-                out[p] = RAD_INF
+                out[lo + p] = base[p]
+            elif out[lo + t] == RAD_INF:
+                out[lo + p] = RAD_INF
             else:
-                out[p] = min(np.int64(out[t]) + 1, RAD_INF - 1)
+                out[lo + p] = min(np.int64(out[lo + t]) + 1, RAD_INF - 1)
             mark[p] = 2
 
 

@@ -180,31 +180,25 @@ class TerminalChains:
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def fill(self, t: EarleyTables, steps: np.ndarray, rad: np.ndarray,
+    def fill(self, t: EarleyTables, term: int, steps: np.ndarray, rad: np.ndarray,
              rad_utf8: np.ndarray) -> None:
-        """``chain_sets`` of ``t``'s whole table into the (zeroed) arrays: kept terminals are
-        copied in, the rest computed in one pass (and the big ones among them kept)."""
-        skip = np.zeros(t.dfa_trans.shape[0], dtype=np.uint8)
-        copies, new = [], []
-        for term, packed in enumerate(t.term_dfas):
-            if packed.num_states < self.min_states:
-                continue
-            lo = int(t.term_start[term])
+        """``chain_sets`` of terminal ``term``'s states of ``t`` into the (zeroed) arrays:
+        copied in where kept, else computed (and kept if the terminal is big)."""
+        packed = t.term_dfas[term]
+        lo = int(t.term_start[term])
+        hi = lo + packed.num_states
+        big = packed.num_states >= self.min_states
+        if big:
             with self._lock:
                 hit = self._items.get(id(packed))
                 if hit is not None:
                     self._items.move_to_end(id(packed))
-            if hit is None:
-                new.append((packed, lo))
-            else:
-                copies.append((lo, hit[1]))
-                skip[lo : lo + packed.num_states] = 1
-        K.chain_sets_where(t.dfa_trans, UTF8_DFA, steps, rad, rad_utf8, skip)
-        for lo, kept in copies:
-            for out, part in zip((steps, rad, rad_utf8), kept, strict=True):
-                out[lo : lo + part.shape[0]] = part
-        for packed, lo in new:
-            hi = lo + packed.num_states
+            if hit is not None:
+                for out, part in zip((steps, rad, rad_utf8), hit[1], strict=True):
+                    out[lo:hi] = part
+                return
+        K.chain_sets_between(t.dfa_trans, UTF8_DFA, steps, rad, rad_utf8, lo, hi)
+        if big:
             self._keep(packed, (steps[lo:hi].copy(), rad[lo:hi].copy(), rad_utf8[lo:hi].copy()))
 
     def _keep(self, packed: PackedDfa, arrays: tuple[np.ndarray, ...]) -> None:
@@ -260,8 +254,10 @@ class MaskCache:
         self._steps = np.zeros((n_states, 4), dtype=np.uint64)
         self._rad = np.zeros(n_states, dtype=np.uint16)
         self._rad_utf8 = np.zeros(n_states, dtype=np.uint16)
-        if SKIP_SUBTREES:
-            _TERMINAL_CHAINS.fill(compiled.tables, self._steps, self._rad, self._rad_utf8)
+        # a terminal's step sets and radii are filled in when a row of one of its states is
+        # first asked for: most terminals never get one
+        self._chained = np.zeros(len(compiled.tables.term_dfas), dtype=np.bool_)
+        self._earley = compiled.tables
         self.arrays = K.Cache(
             index=np.full(tables.dfa_trans.shape[0] + caps.size, -1, dtype=np.int32),
             rows=np.zeros((16, 6), dtype=np.int64),
@@ -310,6 +306,11 @@ class MaskCache:
             if self.arrays.index[slot] >= 0:
                 return
             n_states = self._tables.dfa_trans.shape[0]
+            q = slot if slot < n_states else int(self._caps.state[self._capped_block(slot)])
+            term = int(self._tables.dfa_info[q, 2])
+            if SKIP_SUBTREES and not self._chained[term]:
+                _TERMINAL_CHAINS.fill(self._earley, term, self._steps, self._rad, self._rad_utf8)
+                self._chained[term] = True
             r = self._row_of(slot) if slot < n_states else self._capped_row_of(slot)
             self.arrays.index[slot] = r  # after _append: the published index covers row r
             self._n_states += 1
@@ -318,7 +319,7 @@ class MaskCache:
         """The row of a capped terminal's state with few characters left: one walk that counts
         them (rare, near the end of a long string, so neither named nor stored)."""
         caps = self._caps
-        block = int(np.searchsorted(caps.base, slot, side="right")) - 1
+        block = self._capped_block(slot)
         q = int(caps.state[block])
         base = int(caps.base[block])
         info = self._tables.dfa_info[q]
@@ -328,6 +329,10 @@ class MaskCache:
         assert row is not None  # no budget: the walk always completes
         self.walks += 1
         return self._append(row)
+
+    def _capped_block(self, slot: int) -> int:
+        """The capped state's block of slots that ``slot`` (past the DFA states) is in."""
+        return int(np.searchsorted(self._caps.base, slot, side="right")) - 1
 
     def _row_of(self, q: int) -> int:
         """The number of ``q``'s row, appended unless an equivalent state of this grammar has one.

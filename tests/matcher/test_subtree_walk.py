@@ -367,8 +367,9 @@ def _zeroed(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def test_kept_terminal_chains_equal_a_reading_of_the_whole_table() -> None:
-    """``TerminalChains`` keeps a big terminal's arrays and copies them into every grammar that
-    holds it, wherever it is placed; the oracle is ``chain_sets`` over each grammar's table."""
+    """``TerminalChains`` reads a grammar's terminals one at a time (each its own range of
+    states), keeps a big terminal's arrays and copies them into every grammar that holds it,
+    wherever it is placed; the oracle is ``chain_sets`` over each grammar's whole table."""
     vocab = TokenizerInfo.from_token_bytes([b"", b"a"], eos_ids=[0], special_ids=[0])
     string = r'/"[^"\\]*"/'
     one, two = (gs.compile_grammar(text, vocab, cache=False).tables for text in (
@@ -383,10 +384,36 @@ def test_kept_terminal_chains_equal_a_reading_of_the_whole_table() -> None:
     for t in (one, two, two):
         n = t.dfa_trans.shape[0]
         kept, oracle = _zeroed(n), _zeroed(n)
-        chains.fill(t, *kept)
+        for term in range(len(t.term_dfas)):
+            chains.fill(t, term, *kept)
         K.chain_sets(t.dfa_trans, UTF8_DFA, *oracle)
         assert all(np.array_equal(a, b) for a, b in zip(kept, oracle, strict=True))
     assert len(chains._items) == 1  # read once, then copied
+
+
+def test_a_terminal_is_read_when_a_row_of_its_states_is_first_asked_for() -> None:
+    """A matcher fills in a terminal's step sets and radii when it builds the first row of
+    one of its states: the string's stay zero until a mask is asked where it may start."""
+    vocab = TokenizerInfo.from_token_bytes([b"", b"(", b"b", b")", b"a", b'"'], eos_ids=[0],
+                                           special_ids=[0])
+    grammar = r'start: "(" start ")" "a" /"[^"\\]*"/ | "b"'  # the string only after a ")"
+    compiled = gs.compile_grammar(grammar, vocab, cache=False)
+    t = compiled.tables
+    string = max(range(len(t.term_dfas)), key=lambda k: t.term_dfas[k].num_states)
+    lo, hi = int(t.term_start[string]), int(t.term_start[string]) + t.term_dfas[string].num_states
+    matcher = compiled.matcher()
+    bitmask = np.zeros((1, 1), dtype=np.int32)
+    cache = runtime(compiled).cache
+    for token in (1, 2):  # "(" then "b": masks where "(" or "b" may come, then ")"
+        matcher.fill_next_token_bitmask(bitmask)
+        assert not cache._rad[lo:hi].any()
+        assert matcher.accept_token(token)
+    matcher.fill_next_token_bitmask(bitmask)
+    oracle = _zeroed(t.dfa_trans.shape[0])
+    K.chain_sets(t.dfa_trans, UTF8_DFA, *oracle)
+    assert oracle[1][lo:hi].any()
+    for kept, whole in zip((cache._steps, cache._rad, cache._rad_utf8), oracle, strict=True):
+        assert np.array_equal(kept[lo:hi], whole[lo:hi])
 
 
 def _perturbed(seed: int, pattern: str = STRING_BODY) -> tuple[np.ndarray, np.ndarray]:
