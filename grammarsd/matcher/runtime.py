@@ -166,14 +166,16 @@ def loop_state(dfa_trans: np.ndarray, dfa_info: np.ndarray, steps: np.ndarray, q
 
 
 class TerminalChains:
-    """``_kernels.chain_sets`` of big terminal DFAs, kept across grammars (thread-safe LRU,
-    bounded in bytes). A state's successor chain never leaves its terminal, so a terminal's
-    arrays are the same wherever it is placed: a ``format: date-time`` string (~18k states,
-    ~5 ms) is read once per process, not once per grammar. Keyed by the terminal's
-    ``PackedDfa``, which the DFA cache shares among the grammars that hold it (and kept alive
-    here, so its ``id`` names nothing else; counted in the bound)."""
+    """``_kernels.chain_sets`` of terminal DFAs of ``min_states`` states or more, kept across
+    grammars (thread-safe LRU, bounded in bytes). A state's successor chain never leaves its
+    terminal, so a terminal's arrays are the same wherever it is placed: a ``format:
+    date-time`` string (~18k states, ~5 ms) is read once per process, not once per grammar.
+    Reading costs ~0.25 us a state and a copy a few us a terminal, so terminals below 64
+    states are read each time. Keyed by the terminal's ``PackedDfa``, which the DFA cache
+    shares among the grammars that hold it (and kept alive here, so its ``id`` names nothing
+    else; counted in the bound)."""
 
-    def __init__(self, min_states: int = 1024, max_bytes: int = 32 << 20) -> None:
+    def __init__(self, min_states: int = 64, max_bytes: int = 32 << 20) -> None:
         self.min_states = min_states
         self.max_bytes = max_bytes
         self._items: OrderedDict[int, tuple[PackedDfa, tuple[np.ndarray, ...]]] = OrderedDict()
