@@ -32,7 +32,10 @@ Output directory layout (``--out``), resumable: a rerun skips (engine, schema) p
     report.md, *.png       written by ``grammarsd.bench.report``
 
 Workers are forked where the platform allows it (they inherit the loaded tokenizer) and spawned
-elsewhere; one worker runs at a time, so the benchmark is single-threaded.
+elsewhere; one worker runs at a time, so the benchmark is single-threaded. Engines take turns over
+chunks of ``turn`` schemas, each keeping its worker between turns: a machine whose speed drifts
+over minutes slows every engine alike, so their ratios hold (run one engine after another, one
+commit's compile ratio to llguidance came out 5.4x and 8.5x in two runs ten minutes apart).
 """
 
 from __future__ import annotations
@@ -328,6 +331,7 @@ class MaskBenchConfig:
     timeout_s : per (engine, schema) limit on compile plus all instances, in seconds.
     tokenizer : a ``grammarsd.load_tokenizer`` name or path (``"llama3"`` is MaskBench's).
     progress : show a tqdm progress bar on stderr.
+    turn : schemas each engine runs before the next engine's turn (at least 1).
     """
 
     data_dir: Path
@@ -337,12 +341,15 @@ class MaskBenchConfig:
     timeout_s: float = 60.0
     tokenizer: str = "llama3"
     progress: bool = True
+    turn: int = 50
 
     def __post_init__(self) -> None:
         if not self.engines:
             raise ValueError("no engines given")
         if self.timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
+        if self.turn < 1:
+            raise ValueError(f"turn must be >= 1, got {self.turn}")
 
 
 def results_path(out_dir: Path, engine: str) -> Path:
@@ -394,61 +401,69 @@ def run_maskbench(cfg: MaskBenchConfig) -> dict[str, list[SchemaRecord]]:
     done = {
         name: {r.schema: r for r in read_records(results_path(cfg.out_dir, name))} for name in names
     }
-    todo = [
-        (spec, name, c)
-        for spec, name in zip(cfg.engines, names, strict=True)
-        for c in cases
-        if c.name not in done[name]
-    ]
+    todo = sum(c.name not in done[name] for name in names for c in cases)
     total = len(cases) * len(names)
-    bar = progress(total, initial=total - len(todo), unit="schema", enabled=cfg.progress)
+    bar = progress(total, initial=total - todo, unit="schema", enabled=cfg.progress)
+    runners = [_EngineRunner(cfg, spec, name, done[name], bar)
+               for spec, name in zip(cfg.engines, names, strict=True)]
     try:
-        for spec, name in zip(cfg.engines, names, strict=True):
-            mine = [c for s, _, c in todo if s == spec]
-            if mine:
-                _run_engine(cfg, spec, name, mine, done[name], bar)
+        for start in range(0, len(cases), cfg.turn):  # the engines take turns
+            for runner in runners:
+                runner.run(cases[start : start + cfg.turn])
     finally:
+        for runner in runners:
+            runner.close()
         bar.close()
     return {name: [done[name][c.name] for c in cases] for name in names}
 
 
-def _run_engine(
-    cfg: MaskBenchConfig,
-    spec: str,
-    name: str,
-    cases: list[SchemaCase],
-    done: dict[str, SchemaRecord],
-    bar: Any,
-) -> None:
-    worker = Worker(
-        name,
-        _worker_main,
-        (spec, cfg.tokenizer),
-        setup_timeout_s=max(300.0, cfg.timeout_s),
-        method="fork",  # workers inherit the loaded tokenizer
-        hint="install the bench extra (pip install 'grammarsd[bench]') or leave the engine out "
-        "of --engines",
-    )
-    bar.set_description(name)
-    try:
-        with results_path(cfg.out_dir, name).open("a", encoding="utf-8") as out:
-            for case in cases:
-                if not worker.alive:
-                    try:
-                        info = worker.start()
-                    except WorkerStartError as e:
-                        raise MaskBenchError(f"engine {e.message}", hint=e.hint) from e
-                    with (cfg.out_dir / "warmup.jsonl").open("a", encoding="utf-8") as w:
-                        w.write(json.dumps(info) + "\n")
-                rec = _record(worker.run(case, cfg.timeout_s), case, name, cfg.timeout_s)
-                if rec.status in ("timeout", "error") and cfg.progress:
-                    bar.write(f"{name} {case.name}: {rec.status} {rec.error or ''}".rstrip()[:300])
-                out.write(json.dumps(asdict(rec)) + "\n")
-                out.flush()
-                done[case.name] = rec
-                bar.update(1)
-    finally:
-        worker.close()
+class _EngineRunner:
+    """One engine's worker (started on first use, restarted after a crash or timeout) and its
+    results file, kept open across the engine's turns."""
+
+    def __init__(self, cfg: MaskBenchConfig, spec: str, name: str,
+                 done: dict[str, SchemaRecord], bar: Any) -> None:
+        self.cfg, self.name, self.done, self.bar = cfg, name, done, bar
+        self.worker = Worker(
+            name,
+            _worker_main,
+            (spec, cfg.tokenizer),
+            setup_timeout_s=max(300.0, cfg.timeout_s),
+            method="fork",  # workers inherit the loaded tokenizer
+            hint="install the bench extra (pip install 'grammarsd[bench]') or leave the engine "
+            "out of --engines",
+        )
+        self.out: TextIO | None = None
+
+    def run(self, cases: list[SchemaCase]) -> None:
+        """Run the cases of this turn that have no record yet, appending their records."""
+        cfg, name, worker = self.cfg, self.name, self.worker
+        cases = [c for c in cases if c.name not in self.done]
+        if cases:
+            self.bar.set_description(name)
+        if cases and self.out is None:
+            self.out = results_path(cfg.out_dir, name).open("a", encoding="utf-8")
+        for case in cases:
+            if not worker.alive:
+                try:
+                    info = worker.start()
+                except WorkerStartError as e:
+                    raise MaskBenchError(f"engine {e.message}", hint=e.hint) from e
+                with (cfg.out_dir / "warmup.jsonl").open("a", encoding="utf-8") as w:
+                    w.write(json.dumps(info) + "\n")
+            rec = _record(worker.run(case, cfg.timeout_s), case, name, cfg.timeout_s)
+            if rec.status in ("timeout", "error") and cfg.progress:
+                self.bar.write(f"{name} {case.name}: {rec.status} {rec.error or ''}".rstrip()[:300])
+            assert self.out is not None
+            self.out.write(json.dumps(asdict(rec)) + "\n")
+            self.out.flush()
+            self.done[case.name] = rec
+            self.bar.update(1)
+
+    def close(self) -> None:
+        self.worker.close()
+        if self.out is not None:
+            self.out.close()
 
 
 def _record(reply: Reply, case: SchemaCase, name: str, timeout_s: float) -> SchemaRecord:
@@ -478,6 +493,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per schema and engine")
     parser.add_argument("--tokenizer", default="llama3", help="tokenizer (default: llama3)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--turn", type=int, default=50,
+                        help="schemas per engine turn: engines alternate so drift hits all alike")
 
 
 def run_from_args(args: argparse.Namespace, out: TextIO) -> int:
@@ -494,6 +511,8 @@ def run_from_args(args: argparse.Namespace, out: TextIO) -> int:
             raise ValueError(f"--timeout must be > 0, got {args.timeout}")
         if not engines:
             raise ValueError("--engines is empty")
+        if args.turn < 1:
+            raise ValueError(f"--turn must be >= 1, got {args.turn}")
     except (ValueError, ImportError) as e:
         print(f"maskbench: {e}", file=sys.stderr)
         return 2
@@ -505,6 +524,7 @@ def run_from_args(args: argparse.Namespace, out: TextIO) -> int:
         timeout_s=args.timeout,
         tokenizer=args.tokenizer,
         progress=not args.no_progress,
+        turn=args.turn,
     )
     start = time.perf_counter()
     records = run_maskbench(cfg)

@@ -5,6 +5,7 @@ Named to the runner as ``"_fake_engines:<Class>"`` (this folder is on ``sys.path
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import Any
@@ -67,3 +68,19 @@ class FaultyEngine(AllowAllEngine):
         if how == "raise":
             raise KeyError("boom")
         return schema
+
+
+class LoggingEngine(AllowAllEngine):
+    """Allows every token and appends a line to the file ``$FAKE_ENGINE_LOG`` per compile: its
+    name and the schema as sorted JSON."""
+
+    name = "logging-a"
+
+    def compile(self, schema: Any) -> Any:
+        with open(os.environ["FAKE_ENGINE_LOG"], "a", encoding="utf-8") as log:
+            log.write(f"{self.name} {json.dumps(schema, sort_keys=True)}\n")
+        return schema
+
+
+class OtherLoggingEngine(LoggingEngine):
+    name = "logging-b"

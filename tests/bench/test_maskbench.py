@@ -255,6 +255,20 @@ def test_rerun_skips_done_and_repairs_a_torn_line(tiny_dir: Path, tmp_path: Path
     assert [r.invalid_accepted for r in records["allow-all"]] == [2, 2, 1]
 
 
+@pytest.mark.parametrize(("turn", "order"), [(1, "ababab"), (2, "aabbab"), (50, "aaabbb")])
+def test_engines_take_turns(turn: int, order: str, tiny_dir: Path, tmp_path: Path,
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each engine runs ``turn`` schemas, then the next one does: drift falls on all alike."""
+    log = tmp_path / "compiles.log"
+    monkeypatch.setenv("FAKE_ENGINE_LOG", str(log))
+    engines = ("_fake_engines:LoggingEngine", "_fake_engines:OtherLoggingEngine")
+    records = run_maskbench(_config(tiny_dir, tmp_path / "out", engines, turn=turn))
+    ours = {json.dumps(schema, sort_keys=True) for schema, _ in TINY.values()}
+    compiles = [line.split(" ", 1) for line in log.read_text().splitlines()]
+    assert "".join(name[-1] for name, schema in compiles if schema in ours) == order  # no warm-up
+    assert all(len(r) == len(TINY) for r in records.values())
+
+
 def test_out_dir_of_another_tokenizer_is_refused(tiny_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
