@@ -62,12 +62,12 @@ from grammarsd.bench.workers import (
     BenchError,
     Reply,
     Worker,
-    WorkerStartError,
     describe,
     progress,
     read_json,
     read_jsonl,
     serve,
+    start_logged,
 )
 
 UNCONSTRAINED = "unconstrained"
@@ -689,12 +689,7 @@ def _run_one(
             hint="install the bench extra (pip install 'grammarsd[bench]') or leave the engine "
             "out of --engines",
         )
-        try:
-            info = worker.start()
-        except WorkerStartError as e:
-            raise JsonSchemaBenchError(f"engine {e.message}", hint=e.hint) from e
-        with (cfg.out_dir / "warmup.jsonl").open("a", encoding="utf-8") as w:
-            w.write(json.dumps(info) + "\n")
+        start_logged(worker, cfg.out_dir / "warmup.jsonl", JsonSchemaBenchError)
     limit = p.compile_timeout_s + p.generation_timeout_s + cfg.kill_margin_s
     return _record(worker.run(job, limit), job.key, name, limit)
 

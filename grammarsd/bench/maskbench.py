@@ -58,12 +58,12 @@ from grammarsd.bench.workers import (
     BenchError,
     Reply,
     Worker,
-    WorkerStartError,
     describe,
     progress,
     read_json,
     read_jsonl,
     serve,
+    start_logged,
 )
 from grammarsd.errors import GrammarsdError
 
@@ -445,12 +445,7 @@ class _EngineRunner:
             self.out = results_path(cfg.out_dir, name).open("a", encoding="utf-8")
         for case in cases:
             if not worker.alive:
-                try:
-                    info = worker.start()
-                except WorkerStartError as e:
-                    raise MaskBenchError(f"engine {e.message}", hint=e.hint) from e
-                with (cfg.out_dir / "warmup.jsonl").open("a", encoding="utf-8") as w:
-                    w.write(json.dumps(info) + "\n")
+                start_logged(worker, cfg.out_dir / "warmup.jsonl", MaskBenchError)
             rec = _record(worker.run(case, cfg.timeout_s), case, name, cfg.timeout_s)
             if rec.status in ("timeout", "error") and cfg.progress:
                 self.bar.write(f"{name} {case.name}: {rec.status} {rec.error or ''}".rstrip()[:300])

@@ -168,6 +168,17 @@ class Worker:
         self.kill()
 
 
+def start_logged(worker: Worker, warmup_log: Path, error: type[BenchError]) -> None:
+    """Start ``worker`` and append its set-up timings (one JSON line) to ``warmup_log``; a
+    worker that cannot start raises ``error`` naming the engine."""
+    try:
+        info = worker.start()
+    except WorkerStartError as e:
+        raise error(f"engine {e.message}", hint=e.hint) from e
+    with warmup_log.open("a", encoding="utf-8") as w:
+        w.write(json.dumps(info) + "\n")
+
+
 def serve(
     conn: Connection, setup: Callable[[], tuple[dict[str, Any], Callable[[Any], Any]]]
 ) -> None:
