@@ -661,6 +661,8 @@ _DEAD = object()  # a symbol for the empty language: its production is dropped
 _EPS = object()  # a symbol for the empty string: it is left out
 
 
+_NO_RULES: frozenset[str] = frozenset()
+
 class _Lowering:
     """Builds the BNF: nonterminals, productions and terminal expressions."""
 
@@ -683,7 +685,7 @@ class _Lowering:
         self.dropped_groups: set[int] = set()  # groups back in the parser (their DFA was too big)
         self._regular_memo: dict[int, tuple[Expr, Expr | None]] = {}  # id -> (expr, regular_expr)
         self._seq_memo: dict[int, tuple[Seq, list[object]]] = {}  # id -> (Seq, production)
-        self._rules_memo: dict[int, tuple[Expr, frozenset[str]]] = {}  # id -> (expr, rules_of)
+        self._rules_memo: dict[frozenset[str], frozenset[str]] = {}  # ref_names -> rules_of
         self._rule_sets: dict[frozenset[str], tuple[RuleSet, bytes]] = {}  # see ``rule_set``
         self.one_terminal: set[Expr] = set()  # big repeats lexed whole: see ``symbol``
         self.dfa_states = 0  # summed over the terminals built so far
@@ -768,28 +770,17 @@ class _Lowering:
         return out
 
     def rules_of(self, expr: Expr) -> frozenset[str]:
-        """The group members a lexeme needs (empty for plain regular expressions); memoised
-        by identity over subexpressions, which lexemes share heavily (string characters)."""
+        """The group members a lexeme needs (empty for plain regular expressions): the reach
+        of every rule it references (``ref_names``, kept on the nodes), memoised by those
+        names."""
         if not self.analysis.groups:  # no rule groups: lexemes hold no references
-            return frozenset()
-        memo = self._rules_memo
-        stack: list[tuple[Expr, bool]] = [(expr, False)]
-        while stack:  # post-order without recursion: IR can be deep
-            e, done = stack.pop()
-            hit = memo.get(id(e))
-            if hit is not None and hit[0] is e:
-                continue
-            kids = children(e)
-            if not done and kids:
-                stack.append((e, True))
-                stack.extend((k, False) for k in kids)
-                continue
-            if isinstance(e, Ref):
-                out = self.analysis.reach[e.name]
-            else:
-                out = frozenset().union(*(memo[id(k)][1] for k in kids))
-            memo[id(e)] = (e, out)
-        return memo[id(expr)][1]
+            return _NO_RULES
+        names = ref_names(expr)
+        hit = self._rules_memo.get(names)
+        if hit is None:
+            reach = self.analysis.reach
+            hit = self._rules_memo[names] = frozenset().union(*(reach[n] for n in names))
+        return hit
 
     def terminal(self, expr: Expr,
                  own: tuple[RuleSet, bool] | None = None) -> tuple[object, bool]:
