@@ -663,6 +663,7 @@ _EPS = object()  # a symbol for the empty string: it is left out
 
 _NO_RULES: frozenset[str] = frozenset()
 
+
 class _Lowering:
     """Builds the BNF: nonterminals, productions and terminal expressions."""
 
