@@ -8,6 +8,7 @@ recognizer.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import jsonschema
@@ -16,8 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grammarsd.errors import SchemaUnsupportedError
-from grammarsd.grammar.ir import Choice, Seq
+from grammarsd.grammar.ir import Choice, Expr, Seq
 from grammarsd.grammar.json_schema import JsonSchemaOptions, schema_to_grammar
+from grammarsd.grammar.json_schema.objects import _DIRECT_KEYS, tree_ranges
 from grammarsd.matcher.reference import ReferenceRecognizer
 
 NAMES = ["a", "b", "c", "d", "e", "f"]
@@ -34,14 +36,33 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 }
 
 
+# more optional keys in a row than a state writes out: they go through the key-range tree
+MANY = [f"k{i}" for i in range(2 * _DIRECT_KEYS + 8)]
+_LATE = len(MANY) - 10
+MANY_SCHEMAS: dict[str, dict[str, Any]] = {
+    "many-optional": {"type": "object", "properties": {k: {"type": "integer"} for k in MANY}},
+    "many-required-inside": {"type": "object",
+                             "properties": {k: {"type": "integer"} for k in MANY},
+                             "required": ["k3", f"k{_LATE}"],
+                             "additionalProperties": {"type": "string"}},
+    "many-counted": {"type": "object", "properties": {k: {"type": "integer"} for k in MANY},
+                     "required": [f"k{_DIRECT_KEYS + 5}"], "additionalProperties": False,
+                     "minProperties": 2, "maxProperties": 4},
+    "many-dependent": {"type": "object", "properties": {k: {"type": "integer"} for k in MANY},
+                       "dependentRequired": {"k2": [f"k{_LATE + 7}"]},
+                       "additionalProperties": {"type": "null"}},
+}
+
+
 @pytest.fixture(scope="module")
 def recognizers() -> dict[str, ReferenceRecognizer]:
-    return {name: ReferenceRecognizer(schema_to_grammar(s)) for name, s in SCHEMAS.items()}
+    return {name: ReferenceRecognizer(schema_to_grammar(s))
+            for name, s in {**SCHEMAS, **MANY_SCHEMAS}.items()}
 
 
-def _in_schema_order(keys: list[str]) -> bool:
+def _in_schema_order(keys: list[str], names: list[str] = NAMES) -> bool:
     """Named keys in declaration order, every other key after them."""
-    places = [NAMES.index(k) if k in NAMES else len(NAMES) for k in keys]
+    places = [names.index(k) if k in names else len(names) for k in keys]
     return places == sorted(places)
 
 
@@ -62,6 +83,57 @@ def test_schema_order_language_is_exact(recognizers: dict[str, ReferenceRecogniz
     assert recognizers[name].accepts(text) == expected, (name, text)
 
 
+@settings(max_examples=300, deadline=None)
+@given(name=st.sampled_from(sorted(MANY_SCHEMAS)),
+       keys=st.lists(st.sampled_from(MANY + EXTRA), unique=True, max_size=7),
+       values=st.lists(st.sampled_from([1, 2, "s", None]), min_size=7, max_size=7),
+       shuffle=st.randoms(use_true_random=False))
+def test_many_keys_language_is_exact(recognizers: dict[str, ReferenceRecognizer], name: str,
+                                     keys: list[str], values: list[Any], shuffle: Any) -> None:
+    """The same oracle where states offer their keys through ranges (``_key_range``)."""
+    if shuffle.random() < 0.7:
+        keys = sorted(keys, key=lambda k: MANY.index(k) if k in MANY else len(MANY))
+    instance = dict(zip(keys, values, strict=False))
+    text = json.dumps(instance)
+    expected = (jsonschema.Draft202012Validator(MANY_SCHEMAS[name]).is_valid(instance)
+                and _in_schema_order(keys, MANY))
+    assert recognizers[name].accepts(text) == expected, (name, text)
+
+
+@pytest.mark.parametrize("name", ["many-optional", "many-required-inside"])
+def test_many_keys_every_key_is_offered(recognizers: dict[str, ReferenceRecognizer],
+                                        name: str) -> None:
+    """Every key alone, every two neighbours and every key before the last: each state's
+    ranges cover exactly the keys it may go on with (same oracle as above)."""
+    validator = jsonschema.Draft202012Validator(MANY_SCHEMAS[name])
+    last = len(MANY) - 1
+    pairs = ([(i,) for i in range(len(MANY))] + [(i, i + 1) for i in range(last)]
+             + [(i, last) for i in range(last)] + [(i + 1, i) for i in range(0, last, 7)])
+    for keys in pairs:
+        instance = {MANY[i]: i for i in keys}
+        expected = validator.is_valid(instance) and _in_schema_order(list(instance), MANY)
+        assert recognizers[name].accepts(json.dumps(instance)) == expected, (name, instance)
+
+
+def test_tree_ranges_cover_exactly() -> None:
+    """Oracle: set arithmetic. Every ``[first, stop)`` inside ``[0, n)`` is the disjoint union
+    of the ranges, in order, each a node of the halving tree, at most two per level."""
+    def nodes(lo: int, hi: int) -> set[tuple[int, int]]:
+        if hi - lo <= 1:
+            return {(lo, hi)}
+        mid = (lo + hi) // 2
+        return {(lo, hi)} | nodes(lo, mid) | nodes(mid, hi)
+
+    for n in range(1, 70):
+        tree = nodes(0, n)
+        for first in range(n):
+            for stop in range(first + 1, n + 1):
+                ranges = tree_ranges(first, stop, 0, n)
+                assert [i for lo, hi in ranges for i in range(lo, hi)] == list(range(first, stop))
+                assert set(ranges) <= tree
+                assert len(ranges) <= 2 * max(1, math.ceil(math.log2(n)))
+
+
 def test_five_hundred_keys_lower_without_deep_recursion() -> None:
     """The member automaton is written from a worklist: 500 keys once overflowed Python's
     stack (RecursionError), and past ``max_object_states`` the refusal is typed."""
@@ -71,18 +143,24 @@ def test_five_hundred_keys_lower_without_deep_recursion() -> None:
         schema_to_grammar(schema, options=JsonSchemaOptions(max_object_states=400))
 
 
-def test_every_state_offers_one_shared_step_per_key() -> None:
-    """In schema order every state before optional key ``j`` offers the step to ``j`` (and each
-    may close the object): written once and shared, so the analyses after the lowering walk n
-    steps, not n**2 / 2."""
-    n = 40
+def _state_alternatives(n: int) -> list[Expr]:
     schema = {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(n)}}
     rules = schema_to_grammar(schema, options=JsonSchemaOptions(any_order=False)).rules
-    steps = [alt for name, body in rules.items() if name.startswith("obj")
-             and isinstance(body, Choice) for alt in body.items if isinstance(alt, Seq)]
-    assert len(steps) > n * (n - 1) // 2  # every state's own list of steps ...
-    # ... over one object per step: to each key (and to another key) with a comma and without,
-    # the close, and the few of the other keys' value (any JSON, objects included)
+    return [alt for name, body in rules.items() if name.startswith("obj")
+            and isinstance(body, Choice) for alt in body.items]
+
+
+def test_states_offer_optional_keys_through_shared_ranges() -> None:
+    """In schema order a state before optional key ``j`` offers it through O(log n) shared
+    key ranges (``_key_range``), not one alternative per key: n**2 / 2 alternatives in all
+    would make every analysis after the lowering quadratic in the keys. The steps to each key
+    are still one object each, shared by the ranges that hold it."""
+    n = 400
+    alts = _state_alternatives(n)
+    assert len(alts) < 2.5 * len(_state_alternatives(n // 2))  # written out: 4x
+    steps = [alt for alt in alts if isinstance(alt, Seq)]
+    # to each key (and to another key) with a comma and without, the close, and the few of
+    # the other keys' value (any JSON, objects included)
     assert len({id(step) for step in steps}) <= 2 * (n + 1) + 5
 
 
