@@ -66,38 +66,33 @@ def _in_schema_order(keys: list[str], names: list[str] = NAMES) -> bool:
     return places == sorted(places)
 
 
-@settings(max_examples=300, deadline=None)
-@given(name=st.sampled_from(sorted(SCHEMAS)),
-       keys=st.lists(st.sampled_from(NAMES + EXTRA), unique=True, max_size=8),
-       values=st.lists(st.sampled_from([1, 2, "s", None]), min_size=8, max_size=8),
-       shuffle=st.randoms(use_true_random=False))
-def test_schema_order_language_is_exact(recognizers: dict[str, ReferenceRecognizer], name: str,
-                                        keys: list[str], values: list[Any],
-                                        shuffle: Any) -> None:
-    if shuffle.random() < 0.5:  # half the time the keys come in schema order
-        keys = sorted(keys, key=lambda k: NAMES.index(k) if k in NAMES else len(NAMES))
+def _check_order(recognizers: dict[str, ReferenceRecognizer], schemas: dict[str, Any],
+                 names: list[str], name: str, keys: list[str], values: list[Any]) -> None:
+    """The recognizer accepts the object of ``keys`` (with ``values``) iff ``jsonschema``
+    finds it valid and its keys come in schema order."""
     instance = dict(zip(keys, values, strict=False))
-    text = json.dumps(instance)
-    expected = (jsonschema.Draft202012Validator(SCHEMAS[name]).is_valid(instance)
-                and _in_schema_order(keys))
-    assert recognizers[name].accepts(text) == expected, (name, text)
+    expected = (jsonschema.Draft202012Validator(schemas[name]).is_valid(instance)
+                and _in_schema_order(list(instance), names))
+    assert recognizers[name].accepts(json.dumps(instance)) == expected, (name, instance)
 
 
-@settings(max_examples=300, deadline=None)
-@given(name=st.sampled_from(sorted(MANY_SCHEMAS)),
-       keys=st.lists(st.sampled_from(MANY + EXTRA), unique=True, max_size=7),
-       values=st.lists(st.sampled_from([1, 2, "s", None]), min_size=7, max_size=7),
-       shuffle=st.randoms(use_true_random=False))
-def test_many_keys_language_is_exact(recognizers: dict[str, ReferenceRecognizer], name: str,
-                                     keys: list[str], values: list[Any], shuffle: Any) -> None:
-    """The same oracle where states offer their keys through ranges (``_key_range``)."""
-    if shuffle.random() < 0.7:
-        keys = sorted(keys, key=lambda k: MANY.index(k) if k in MANY else len(MANY))
-    instance = dict(zip(keys, values, strict=False))
-    text = json.dumps(instance)
-    expected = (jsonschema.Draft202012Validator(MANY_SCHEMAS[name]).is_valid(instance)
-                and _in_schema_order(keys, MANY))
-    assert recognizers[name].accepts(text) == expected, (name, text)
+def _schema_ordered(keys: list[str], names: list[str]) -> list[str]:
+    return sorted(keys, key=lambda k: names.index(k) if k in names else len(names))
+
+
+@settings(max_examples=600, deadline=None)
+@given(data=st.data())
+def test_schema_order_language_is_exact(recognizers: dict[str, ReferenceRecognizer],
+                                        data: st.DataObject) -> None:
+    """Few keys (each state writes them out) and many (states offer them through key ranges,
+    ``_key_range``); half the time the keys come in schema order."""
+    schemas, names = data.draw(st.sampled_from([(SCHEMAS, NAMES), (MANY_SCHEMAS, MANY)]))
+    name = data.draw(st.sampled_from(sorted(schemas)))
+    keys = data.draw(st.lists(st.sampled_from(names + EXTRA), unique=True, max_size=8))
+    values = data.draw(st.lists(st.sampled_from([1, 2, "s", None]), min_size=8, max_size=8))
+    if data.draw(st.booleans()):
+        keys = _schema_ordered(keys, names)
+    _check_order(recognizers, schemas, names, name, keys, values)
 
 
 @pytest.mark.parametrize("name", ["many-optional", "many-required-inside"])
@@ -105,14 +100,11 @@ def test_many_keys_every_key_is_offered(recognizers: dict[str, ReferenceRecogniz
                                         name: str) -> None:
     """Every key alone, every two neighbours and every key before the last: each state's
     ranges cover exactly the keys it may go on with (same oracle as above)."""
-    validator = jsonschema.Draft202012Validator(MANY_SCHEMAS[name])
     last = len(MANY) - 1
     pairs = ([(i,) for i in range(len(MANY))] + [(i, i + 1) for i in range(last)]
              + [(i, last) for i in range(last)] + [(i + 1, i) for i in range(0, last, 7)])
     for keys in pairs:
-        instance = {MANY[i]: i for i in keys}
-        expected = validator.is_valid(instance) and _in_schema_order(list(instance), MANY)
-        assert recognizers[name].accepts(json.dumps(instance)) == expected, (name, instance)
+        _check_order(recognizers, MANY_SCHEMAS, MANY, name, [MANY[i] for i in keys], list(keys))
 
 
 def test_tree_ranges_cover_exactly() -> None:
