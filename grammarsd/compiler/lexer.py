@@ -777,11 +777,14 @@ class _Lowering:
     JSON-encoded characters ``TAG_OFFSET + c`` (spelled as a short escape, as ``\\uXXXX`` in
     either case, or as a surrogate pair; see ``grammar.encodings``: their unescaped spelling is
     a plain symbol, ``automata.tagged_table``'s ``raw``).
-    Rows ``0..n-1`` are the character states; later rows are hash-consed intermediate states:
-    ``(continuation bytes left, Pieces)`` for UTF-8, and tagged keys for the escape states
-    (after ``\\``; ``d`` hex digits left; a surrogate pair's low half still to come). Rows live
-    in ``table`` (int32 [capacity, 256], doubled as needed; ``size`` rows in use), so write a
-    row by index once its children are made, never through a view kept across them.
+    Rows ``0..n-1`` are the character states; later rows are intermediate states, written
+    per distinct map from a shape built once per process (``_utf8_shape``, ``_escape_shape``:
+    the map's targets as labels): the continuation bytes left of a UTF-8 spelling, and the
+    escape states (after ``\\``; ``d`` hex digits left; a surrogate pair's low half still to
+    come). Rows live in ``table`` (int32 [capacity, 256], doubled as needed; ``size`` rows in
+    use), so write a row by index once its children are made, never through a view kept across
+    them. Two maps that differ share no intermediate state, even where a block of them agrees;
+    minimisation merges such copies.
     """
 
     def __init__(self, bounds: np.ndarray, trans: np.ndarray, accept: np.ndarray,
@@ -797,7 +800,7 @@ class _Lowering:
         self.table[:n, :0x80] = trans[:, np.searchsorted(bounds, np.arange(0x80), "right") - 1]
         self.size = n
         self.nodes: dict[tuple[object, ...], int] = {}
-        self.wide: dict[Pieces, list[tuple[int, int, int]]] = {}  # see ``_utf8_row``
+        self.wide: dict[Pieces, tuple[np.ndarray, np.ndarray]] = {}  # see ``_utf8_row``
 
     def build(self) -> tuple[np.ndarray, np.ndarray]:
         n = self.trans.shape[0]
@@ -820,29 +823,26 @@ class _Lowering:
     def _utf8_row(self, state: int, pieces: Pieces) -> None:
         """Spell every code point of ``pieces`` (over 0..0x10FFFF) in UTF-8 from ``state``.
 
-        The lead-byte runs depend only on the map above U+007F, so they are computed once per
-        distinct map (``self.wide``) as ``(first lead, last lead, node)`` runs."""
+        The lead bytes and continuation states depend only on the map above U+007F: once per
+        distinct map (``self.wide``) its states are written from the shape of the map
+        (``_utf8_shape``, its targets as labels), and the lead row kept to copy."""
         key = _restrict(pieces, 0x80, TAG_OFFSET)
-        runs = self.wide.get(key)
-        if runs is None:
-            runs = self.wide[key] = []
-            for prefix, depth, lo, hi in _MULTI_BYTE_FORMS:
-                clipped = _overwrite(_overwrite(pieces, 0, lo - 1, -1), hi + 1, None, -1)
-                runs += self._runs(clipped, prefix, depth, hi)
+        lead = self.wide.get(key)
+        if lead is None:
+            wide = _overwrite(_overwrite(pieces, 0, 0x7F, -1), TAG_OFFSET, None, -1)
+            targets = list(dict.fromkeys(t for _, t in wide if t >= 0))
+            label = {t: i for i, t in enumerate(targets)}
+            count, lead_bytes, lead_values, rows, columns, values = _utf8_shape(
+                tuple((start, label.get(t, -1)) for start, t in wide), len(targets))
+            node = self._new_rows(count)
+            spelled = np.array(targets + list(range(node, node + count)), np.int32)
+            self.table[node + rows, columns] = spelled[values]
+            lead = self.wide[key] = (lead_bytes, spelled[lead_values])
         row = self.table[state]
         for start, end, target in _spans(pieces, 0x7F):
             if target >= 0:
                 row[start : end + 1] = target
-        for first, last, node in runs:
-            row[first : last + 1] = node
-
-    def _runs(self, pieces: Pieces, prefix: int, depth: int,
-              last: int) -> list[tuple[int, int, int]]:
-        """``(first byte, last byte, node)`` runs spelling ``pieces`` (over ``0..last``) as a
-        byte ``prefix + i`` for the block ``i*span .. (i+1)*span-1`` (``span = 64**depth``),
-        then ``depth`` continuation bytes."""
-        return [(prefix + lo, prefix + hi, self._node(depth, sub))
-                for lo, hi, sub in _split(pieces, 64**depth, last)]
+        row[lead[0]] = lead[1]
 
     def _new_rows(self, count: int) -> int:
         """The first of ``count`` fresh dead rows."""
@@ -854,21 +854,6 @@ class _Lowering:
             more = np.full((max(self.size, 2 * self.table.shape[0]), 256), -1, np.int32)
             more[:node] = self.table[:node]
             self.table = more
-        return node
-
-    def _node(self, depth: int, pieces: Pieces) -> int:
-        """The state that still reads ``depth`` continuation bytes, then maps by ``pieces``."""
-        if pieces == _DEAD:
-            return -1
-        if depth == 0:
-            return pieces[0][1]
-        key = (depth, pieces)
-        node = self.nodes.get(key)
-        if node is not None:
-            return node
-        node = self.nodes[key] = self._new_rows(1)
-        for first, last, child in self._runs(pieces, 0x80, depth - 1, 64**depth - 1):
-            self.table[node, first : last + 1] = child
         return node
 
     def _escape(self, encoded: Pieces) -> int:
@@ -897,16 +882,32 @@ def _escape_shape(encoded: Pieces, labels: int) -> tuple[int, np.ndarray, np.nda
     below ``labels`` a label and ``labels + i`` state ``i``; state 0 reads the escape letter."""
     speller = _EscapeSpeller(labels)
     speller.escape(encoded)
-    entries = np.array([(r, byte, v) for r, row in enumerate(speller.rows)
-                        for byte, v in row.items() if v >= 0], np.int32).reshape(-1, 3)
-    entries.setflags(write=False)  # shared by every table of this shape
-    return len(speller.rows), entries[:, 0], entries[:, 1], entries[:, 2]
+    return (len(speller.rows), *speller.entries())
 
 
-class _EscapeSpeller:
-    """Builds the escape states of one map (after ``\\``; ``d`` hex digits left; a surrogate
-    pair's low half to come), hash-consed by what they still have to read. Node ``labels + i``
-    is state ``i``; smaller values are the map's targets."""
+@functools.lru_cache(maxsize=4096)
+def _utf8_shape(wide: Pieces, labels: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray,
+                                                    np.ndarray, np.ndarray]:
+    """The UTF-8 spelling of a map over code points above U+007F whose targets are the labels
+    ``0..labels-1`` (``wide``: dead below 0x80), built once per process for each shape:
+    ``(state count, lead bytes, their values, row, byte, value)``, values as in
+    ``_escape_shape``; the states are the continuation bytes still to read."""
+    speller = _Utf8Speller(labels)
+    lead: dict[int, int] = {}
+    for prefix, depth, lo, hi in _MULTI_BYTE_FORMS:
+        clipped = _overwrite(_overwrite(wide, 0, lo - 1, -1), hi + 1, None, -1)
+        speller.spell(lead, clipped, prefix, depth, hi)
+    live = {byte: v for byte, v in lead.items() if v >= 0}
+    lead_bytes = np.array(list(live), np.int64)
+    lead_values = np.array(list(live.values()), np.int64)
+    lead_bytes.setflags(write=False)
+    lead_values.setflags(write=False)
+    return (len(speller.rows), lead_bytes, lead_values, *speller.entries())
+
+
+class _Speller:
+    """States of one shape, hash-consed by what they still have to read. Node ``labels + i``
+    is state ``i``; smaller values are the map's targets (``-1``: dead)."""
 
     def __init__(self, labels: int) -> None:
         self.labels = labels
@@ -919,6 +920,47 @@ class _EscapeSpeller:
         row: dict[int, int] = {}
         self.rows.append(row)
         return node, row
+
+    def entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(row, byte, value)`` of every live entry, read-only (shared by every table of
+        this shape)."""
+        entries = np.array([(r, byte, v) for r, row in enumerate(self.rows)
+                            for byte, v in row.items() if v >= 0], np.int64).reshape(-1, 3)
+        entries.setflags(write=False)
+        return entries[:, 0], entries[:, 1], entries[:, 2]
+
+
+class _Utf8Speller(_Speller):
+    """The continuation states of UTF-8 spellings (``d`` bytes left, then a map)."""
+
+    def spell(self, row: dict[int, int], pieces: Pieces, prefix: int, depth: int,
+              last: int) -> None:
+        """Into ``row``: the byte ``prefix + i`` for the block ``i*span .. (i+1)*span-1`` of
+        ``pieces`` (over ``0..last``, ``span = 64**depth``), leading to the state that reads
+        ``depth`` more continuation bytes."""
+        for lo, hi, sub in _split(pieces, 64**depth, last):
+            child = self._node(depth, sub)
+            for byte in range(prefix + lo, prefix + hi + 1):
+                row[byte] = child
+
+    def _node(self, depth: int, pieces: Pieces) -> int:
+        """The state that still reads ``depth`` continuation bytes, then maps by ``pieces``."""
+        if pieces == _DEAD:
+            return -1
+        if depth == 0:
+            return pieces[0][1]
+        key = (depth, pieces)
+        node = self.nodes.get(key)
+        if node is not None:
+            return node
+        node, row = self._new_row(key)
+        self.spell(row, pieces, 0x80, depth - 1, 64**depth - 1)
+        return node
+
+
+class _EscapeSpeller(_Speller):
+    """Builds the escape states of one map (after ``\\``; ``d`` hex digits left; a surrogate
+    pair's low half to come)."""
 
     def escape(self, encoded: Pieces) -> int:
         node, row = self._new_row(("esc", encoded))
