@@ -806,8 +806,13 @@ class _Lowering:
         n = self.trans.shape[0]
         first_wide = bisect_right(self.bounds, 0x80) - 1  # the atom holding U+0080
         wide = (self.trans[:, first_wide:] >= 0).any(axis=1)
+        # each row's pieces: the atoms whose target differs from the atom before
+        starts = np.asarray(self.bounds)
+        new_target = np.ones(self.trans.shape, bool)
+        new_target[:, 1:] = self.trans[:, 1:] != self.trans[:, :-1]
         for s in np.flatnonzero(wide).tolist():  # states with more than ASCII to spell
-            pieces = _pieces(self.bounds, self.trans[s].tolist())
+            at = np.flatnonzero(new_target[s])
+            pieces = tuple(zip(starts[at].tolist(), self.trans[s, at].tolist(), strict=True))
             plain = _restrict(pieces, 0, TAG_OFFSET)
             encoded = _restrict(pieces, TAG_OFFSET, TAG_OFFSET) if self.tagged else _DEAD
             if encoded != _DEAD:  # escapes only: unescaped spellings are plain atoms
@@ -1006,11 +1011,6 @@ class _EscapeSpeller(_Speller):
             for v in range(lo, hi + 1):
                 row[ord("0123456789abcdef"[v])] = row[ord("0123456789ABCDEF"[v])] = child
         return node
-
-
-def _pieces(starts: list[int], targets: list[int]) -> Pieces:
-    """Pieces from atom starts and the target of every atom."""
-    return _merge(list(zip(starts, targets, strict=True)))
 
 
 def _split(pieces: Pieces, span: int, last: int) -> list[tuple[int, int, Pieces]]:
