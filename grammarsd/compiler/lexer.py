@@ -834,7 +834,7 @@ class _Lowering:
         key = _restrict(pieces, 0x80, TAG_OFFSET)
         lead = self.wide.get(key)
         if lead is None:
-            wide = _overwrite(_overwrite(pieces, 0, 0x7F, -1), TAG_OFFSET, None, -1)
+            wide = _overwrite(pieces, 0, 0x7F, -1)
             targets = list(dict.fromkeys(t for _, t in wide if t >= 0))
             label = {t: i for i, t in enumerate(targets)}
             count, lead_bytes, lead_values, rows, columns, values = _utf8_shape(
