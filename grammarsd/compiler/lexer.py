@@ -834,14 +834,9 @@ class _Lowering:
         key = _restrict(pieces, 0x80, TAG_OFFSET)
         lead = self.wide.get(key)
         if lead is None:
-            wide = _overwrite(pieces, 0, 0x7F, -1)
-            targets = list(dict.fromkeys(t for _, t in wide if t >= 0))
-            label = {t: i for i, t in enumerate(targets)}
-            count, lead_bytes, lead_values, rows, columns, values = _utf8_shape(
-                tuple((start, label.get(t, -1)) for start, t in wide), len(targets))
-            node = self._new_rows(count)
-            spelled = np.array(targets + list(range(node, node + count)), np.int32)
-            self.table[node + rows, columns] = spelled[values]
+            targets, shape = _labelled(_overwrite(pieces, 0, 0x7F, -1))
+            count, lead_bytes, lead_values, *entries = _utf8_shape(shape, len(targets))
+            spelled = self._copy_shape(targets, count, *entries)
             lead = self.wide[key] = (lead_bytes, spelled[lead_values])
         row = self.table[state]
         for start, end, target in _spans(pieces, 0x7F):
@@ -869,14 +864,28 @@ class _Lowering:
         node = self.nodes.get(key)
         if node is not None:
             return node
-        targets = list(dict.fromkeys(t for _, t in encoded if t >= 0))
-        label = {t: i for i, t in enumerate(targets)}
-        count, rows, columns, values = _escape_shape(
-            tuple((start, label.get(t, -1)) for start, t in encoded), len(targets))
-        node = self.nodes[key] = self._new_rows(count)
-        self.table[node + rows, columns] = np.array(targets + list(range(node, node + count)),
-                                                    np.int32)[values]
+        targets, shape = _labelled(encoded)
+        count, *entries = _escape_shape(shape, len(targets))
+        node = self.nodes[key] = int(self._copy_shape(targets, count, *entries)[len(targets)])
         return node
+
+    def _copy_shape(self, targets: list[int], count: int, rows: np.ndarray,
+                    columns: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """Write a shape's ``count`` states (``(row, byte, value)`` entries) as fresh rows:
+        the value of each label (``targets``) and of each state (its row), as indexed."""
+        node = self._new_rows(count)
+        spelled = np.array(targets + list(range(node, node + count)), np.int32)
+        self.table[node + rows, columns] = spelled[values]
+        return spelled
+
+
+def _labelled(pieces: Pieces) -> tuple[list[int], Pieces]:
+    """The live targets of ``pieces`` in order of first use, and ``pieces`` with each target
+    replaced by its index there (its label; dead stays -1): the shape the map shares with
+    every map that differs from it only in its targets."""
+    targets = list(dict.fromkeys(t for _, t in pieces if t >= 0))
+    label = {t: i for i, t in enumerate(targets)}
+    return targets, tuple((start, label.get(t, -1)) for start, t in pieces)
 
 
 @functools.lru_cache(maxsize=2048)
