@@ -1368,14 +1368,18 @@ def _prune(rules: dict[str, Expr]) -> dict[str, Expr]:
     An Earley-style prefix test is exact only when every symbol derives some string, so no
     placeholder or dead object state may survive.
     """
-    out = _Productive(rules).rewritten()
+    productive = _Productive(rules)
+    out = productive.rewritten()
+    refs = productive.refs
     reachable = {"start"}
     stack = ["start"]
     while stack:  # over the references each node keeps (``ref_names``): no expression walk
-        for name in ref_names(out[stack.pop()]):
-            if name not in reachable:
-                reachable.add(name)
-                stack.append(name)
+        name = stack.pop()
+        body = out[name]
+        for callee in refs[name] if body is rules[name] else ref_names(body):
+            if callee not in reachable:
+                reachable.add(callee)
+                stack.append(callee)
     return {name: e for name, e in out.items() if name in reachable}
 
 
@@ -1388,22 +1392,31 @@ class _Productive:
 
     def __init__(self, rules: dict[str, Expr]) -> None:
         self.rules = rules
+        self.refs = {name: ref_names(e) for name, e in rules.items()}  # asked of each rule
+        # by every step below: found once
         self.productive: set[str] = set()
         self.known: dict[int, Expr] = {}  # subexpressions found productive (stays true)
         self.memo: dict[int, Expr] = {}  # rewrites by identity: subexpressions are shared
-        users: dict[str, list[str]] = {}  # rule -> the rules that reference it
-        for name, e in rules.items():
-            for callee in ref_names(e):
-                users.setdefault(callee, []).append(name)
+        users: dict[str, list[str]] | None = None  # rule -> the rules that reference it, made
+        # at the first failure (most grammars have none)
         failed: set[str] = set()  # rules judged unproductive so far
         work = self._callers_first()
         while work:  # a failed rule is judged again once a rule it references turns productive
             name = work.pop()
             if name in self.productive:
                 continue
-            if self.derives(rules[name]):
+            body = rules[name]
+            if (self.productive.issuperset(self.refs[name]) and not node_facts(body).dead) \
+                    or self.derives(body):
                 self.productive.add(name)
-                work += [user for user in users.get(name, ()) if user in failed]
+                self.known[id(body)] = body
+                if failed:
+                    if users is None:
+                        users = {}
+                        for user, callees in self.refs.items():
+                            for callee in callees:
+                                users.setdefault(callee, []).append(user)
+                    work += [user for user in users.get(name, ()) if user in failed]
             else:
                 failed.add(name)
 
@@ -1412,17 +1425,18 @@ class _Productive:
         rules it references (but along cycles), so most are judged once, without a walk."""
         order: list[str] = []
         seen: set[str] = set()
+        refs = self.refs
         for root in self.rules:
             if root in seen:
                 continue
             seen.add(root)
-            stack = [(root, iter(ref_names(self.rules[root])))]
+            stack = [(root, iter(refs[root]))]
             while stack:
                 name, callees = stack[-1]
                 for callee in callees:
-                    if callee not in seen and callee in self.rules:
+                    if callee not in seen and callee in refs:
                         seen.add(callee)
-                        stack.append((callee, iter(ref_names(self.rules[callee]))))
+                        stack.append((callee, iter(refs[callee])))
                         break
                 else:
                     stack.pop()
@@ -1460,7 +1474,12 @@ class _Productive:
         return e.min == 0 or self.derives(e.item)
 
     def rewritten(self) -> dict[str, Expr]:
-        return {name: self.rewrite(e) for name, e in self.rules.items()}
+        """The rules rewritten; a productive rule whose references all are, with no dead part
+        inside, comes back as it is without a look inside."""
+        productive = self.productive
+        return {name: e if name in productive and productive.issuperset(self.refs[name])
+                and not node_facts(e).dead else self.rewrite(e)
+                for name, e in self.rules.items()}
 
     def rewrite(self, e: Expr) -> Expr:
         """``e`` with unproductive parts removed. Unchanged subtrees come back as the same
