@@ -174,10 +174,11 @@ class EarleyTables:
 # --------------------------------------------------------------------------- regular analysis
 
 
-def _local_size_and_refs(root: Expr) -> tuple[int, dict[str, int]]:
+def _local_size_and_refs(root: Expr) -> tuple[int, Mapping[str, int]]:
     """``root``'s size as the lexer reads it (``_lexer_nodes``), not counting referenced rules,
-    and how many times (per path) it references each rule (``ir.node_facts``)."""
-    return _lexer_nodes(root), dict(node_facts(root).ref_counts)
+    and how many times (per path) it references each rule (``ir.node_facts``: shared, read
+    only)."""
+    return _lexer_nodes(root), node_facts(root).ref_counts
 
 
 def _lexer_nodes(root: Expr) -> int:
@@ -514,7 +515,7 @@ def _add_group(grammar: Grammar, scc: list[str], gid: int, limits: CompileLimits
 
 def _add_tail_group(grammar: Grammar, seed: list[str], gid: int, limits: CompileLimits,
                     counts: _Counts, out: _Regular,
-                    local: dict[str, tuple[int, dict[str, int]]],
+                    local: dict[str, tuple[int, Mapping[str, int]]],
                     tail_only: Callable[[str], bool]) -> None:
     """Make the rules of ``seed`` (one rule too big to inline, or a cycle too big as a group)
     group ``gid`` with every rule they reach by tail references, where all of them reference

@@ -673,7 +673,15 @@ def concatenation(head_table: np.ndarray, head_classes: np.ndarray, head_accept:
     tail's start row copied onto the head's accepting states, over the classes both sides
     split the bytes into, then ``canonical``. Returns ``(ok, classes uint8 [256], table,
     accept)``; not ``ok`` where the head's start accepts or an accepting state already leaves
-    on a byte the tail starts with (the result would not be deterministic)."""
+    on a byte the tail starts with (the result would not be deterministic). A head given as a
+    byte table (a member's key chain: 256 columns) is packed first, so the work below runs
+    over the few classes its bytes fall into."""
+    if head_table.shape[1] == 256:
+        starts, run_class, first = column_classes(head_table)
+        head_classes = np.empty(256, np.uint8)
+        for u in range(run_class.shape[0]):
+            head_classes[starts[u]:starts[u + 1]] = run_class[u]
+        head_table = np.ascontiguousarray(head_table[:, first])
     pair = np.full((head_table.shape[1], tail_table.shape[1]), -1, np.int64)
     joint = np.empty(256, np.int64)  # byte -> class of the pair of sides' classes
     head_of = np.empty(256, np.int64)
