@@ -154,9 +154,12 @@ class PackedDfa:
 
     @classmethod
     def pack(cls, dfa: ByteDFA) -> PackedDfa:
-        starts, run_class, first = column_classes(dfa.trans)  # classes by first occurrence
-        classes = np.repeat(run_class, np.diff(starts)).astype(np.uint8)
-        table = np.ascontiguousarray(dfa.trans[:, first])
+        if dfa.packed is not None:  # as the minimiser left it
+            classes, table = dfa.packed
+        else:
+            starts, run_class, first = column_classes(dfa.trans)  # classes by first occurrence
+            classes = np.repeat(run_class, np.diff(starts)).astype(np.uint8)
+            table = np.ascontiguousarray(dfa.trans[:, first])
         return cls(classes, table, dfa.accept, dfa.tile, dfa.cap, dfa.char_start)
 
     def unpack(self) -> ByteDFA:

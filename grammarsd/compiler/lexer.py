@@ -81,6 +81,7 @@ import numpy as np
 from numba import njit
 
 from grammarsd.errors import GrammarError, GrammarTooLargeError
+from grammarsd.grammar._canonical import canonical_packed
 from grammarsd.grammar.automata import (
     TAG_OFFSET,
     CharDFA,
@@ -145,6 +146,9 @@ class ByteDFA:
     cap: int = 0  # a ``Capped`` terminal's bound on decoded characters (0: not capped)
     char_start: np.ndarray | None = None  # bool [num_states]: with ``cap``, the next byte
     # starts a decoded character (the matcher counts a character there)
+    packed: tuple[np.ndarray, np.ndarray] | None = None  # ``(classes, table)`` with
+    # ``trans == table[:, classes]`` where the minimiser had them (``_finish``): packing for
+    # the DFA cache is then free
 
     def __post_init__(self) -> None:
         if self.trans.dtype != np.int32 or self.trans.ndim != 2 or self.trans.shape[1] != 256:
@@ -156,6 +160,9 @@ class ByteDFA:
         if (self.cap > 0) != (self.char_start is not None) or (
                 self.char_start is not None and self.char_start.shape != self.accept.shape):
             raise ValueError("ByteDFA.char_start must be bool [num_states] exactly when capped")
+        if self.packed is not None and (self.packed[0].shape != (256,) or
+                                        self.packed[1].shape[0] != self.trans.shape[0]):
+            raise ValueError("ByteDFA.packed must be (classes [256], table [num_states, k])")
 
     @property
     def num_states(self) -> int:
@@ -758,12 +765,13 @@ def _finish(table: tuple[np.ndarray, np.ndarray], nonempty: bool, max_states: in
         shifted = np.where(trans < 0, -1, trans + 1).astype(np.int32)
         trans = np.vstack([shifted[:1], shifted])
         accept = np.concatenate([[False], accept])
-    trans, accept = canonical_table(trans, accept)
+    trans, accept, classes, packed = canonical_packed(
+        np.ascontiguousarray(trans, np.int32), np.ascontiguousarray(accept, bool))
     if trans.shape[0] > max_states:
         raise GrammarTooLargeError("dfa_states", int(trans.shape[0]), max_states)
-    trans.setflags(write=False)
-    accept.setflags(write=False)
-    return ByteDFA(trans, accept)
+    for a in (trans, accept, classes, packed):
+        a.setflags(write=False)
+    return ByteDFA(trans, accept, packed=(classes, packed))
 
 
 class _Overlap(Exception):

@@ -41,14 +41,43 @@ def canonical(trans: np.ndarray,
 
     The passes run on the distinct columns only (``column_classes``) and the result is
     expanded back at the end, run by run; the output does not depend on that grouping."""
+    starts, run_class, minimal, accepting = _minimal_by_columns(trans, accept)
+    return _expanded(minimal, starts, run_class, trans.shape[1]), accepting
+
+
+@njit(cache=True, nogil=True)
+def canonical_packed(trans: np.ndarray, accept: np.ndarray) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """``canonical`` of a byte table (256 columns) and the same result packed by byte class,
+    as ``dfa_cache.PackedDfa.pack`` would pack it (classes uint8 [256] numbered by first
+    occurrence, one column per class): ``(trans, accept, classes, table)``. The classes come
+    from the minimal table's distinct columns over the input's few classes, not from another
+    pass over 256 columns."""
+    starts, run_class, minimal, accepting = _minimal_by_columns(trans, accept)
+    out_starts, out_run_class, out_first = column_classes(minimal)  # the quotient may make
+    merged = np.empty(minimal.shape[1], np.int64)  # two input classes one
+    for u in range(out_run_class.shape[0]):
+        merged[out_starts[u]:out_starts[u + 1]] = out_run_class[u]
+    classes = np.empty(256, np.uint8)
+    for u in range(run_class.shape[0]):
+        classes[starts[u]:starts[u + 1]] = merged[run_class[u]]
+    table = np.ascontiguousarray(minimal[:, out_first])
+    return _expanded(minimal, starts, run_class, 256), accepting, classes, table
+
+
+@njit(cache=True, nogil=True)
+def _minimal_by_columns(trans: np.ndarray, accept: np.ndarray) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """The minimal DFA over ``trans``'s distinct columns, numbered breadth-first: the runs of
+    equal columns (``starts``), each run's class, the table over the classes and acceptance."""
     starts, run_class, first = column_classes(trans)
     reduced = np.empty((trans.shape[0], first.shape[0]), np.int32)
     for r in range(trans.shape[0]):
         for j in range(first.shape[0]):
             reduced[r, j] = trans[r, first[j]]
     live = _live(reduced, accept)
-    if not live[0]:  # the empty language
-        return np.full((1, trans.shape[1]), -1, np.int32), np.zeros(1, np.bool_)
+    if not live[0]:  # the empty language: one state, no way out
+        return starts, run_class, np.full((1, first.shape[0]), -1, np.int32), np.zeros(1, np.bool_)
     kept = _restrict(reduced, live)
     kept_accept = accept[live]
     quot, quot_accept = _quotient(kept, kept_accept, _hopcroft(kept, kept_accept))
@@ -57,11 +86,22 @@ def canonical(trans: np.ndarray,
     new_id[-1] = -1
     for i in range(order.shape[0]):
         new_id[order[i]] = i
-    out = np.empty((order.shape[0], trans.shape[1]), np.int32)
+    minimal = np.empty((order.shape[0], quot.shape[1]), np.int32)
     for i in range(order.shape[0]):
+        for c in range(quot.shape[1]):
+            minimal[i, c] = new_id[quot[order[i], c]]
+    return starts, run_class, minimal, quot_accept[order]
+
+
+@njit(cache=True, nogil=True)
+def _expanded(minimal: np.ndarray, starts: np.ndarray, run_class: np.ndarray,
+              width: int) -> np.ndarray:  # pragma: no cover - compiled
+    """``minimal`` (over classes) written back over ``width`` columns, run by run."""
+    out = np.empty((minimal.shape[0], width), np.int32)
+    for i in range(minimal.shape[0]):
         for u in range(run_class.shape[0]):
-            out[i, starts[u]:starts[u + 1]] = new_id[quot[order[i], run_class[u]]]
-    return out, quot_accept[order]
+            out[i, starts[u]:starts[u + 1]] = minimal[i, run_class[u]]
+    return out
 
 
 @njit(cache=True, nogil=True)

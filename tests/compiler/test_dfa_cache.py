@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import grammarsd.compiler.dfa_cache as dfa_cache
 from grammarsd.compiler.dfa_cache import DfaCache, PackedDfa, fingerprint
-from grammarsd.compiler.lexer import build_byte_dfa
+from grammarsd.compiler.lexer import ByteDFA, build_byte_dfa
 from grammarsd.errors import GrammarTooLargeError
 from grammarsd.grammar.encodings import encode_class
 from grammarsd.grammar.ir import (
@@ -47,6 +47,27 @@ def test_packing_round_trips(pattern: str) -> None:
     assert np.array_equal(back.trans, dfa.trans) and np.array_equal(back.accept, dfa.accept)
     assert packed.table.shape[1] == len({dfa.trans[:, b].tobytes() for b in range(256)})
     assert packed.nbytes < dfa.trans.nbytes
+
+
+@pytest.mark.parametrize("expr", [
+    *(parse_regex(p) for p in PATTERNS),
+    Excluding(("id", "name", "n\u00e9"), chars([(0x20, 0x10FFFF)])),  # a key complement
+    Seq((Literal('"'), Excluding(("a",), chars([(0x61, 0x7A)])), Literal('"'))),
+    Choice(()),  # the empty language: one state
+], ids=lambda e: str(e)[:24])
+def test_the_minimisers_classes_are_packings_own(expr: Expr) -> None:
+    """``_finish`` hands the DFA cache the byte classes it found; they must be exactly what
+    packing the table finds (classes numbered by first occurrence of each distinct column)."""
+    dfa = build_byte_dfa(expr)
+    assert dfa.packed is not None
+    classes, table = dfa.packed
+    first_seen: dict[bytes, int] = {}
+    expected = [first_seen.setdefault(dfa.trans[:, b].tobytes(), len(first_seen))
+                for b in range(256)]
+    assert classes.tolist() == expected
+    assert np.array_equal(table[:, classes], dfa.trans)
+    repacked = PackedDfa.pack(ByteDFA(dfa.trans, dfa.accept))  # found from the table alone
+    assert np.array_equal(repacked.classes, classes) and np.array_equal(repacked.table, table)
 
 
 def _expr(n: int) -> Expr:
