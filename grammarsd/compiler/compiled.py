@@ -356,10 +356,12 @@ def compile_json_schema(
     info = _as_tokenizer_info(tokenizer)
     with recursion_refused():  # resolving and the JSON texts walk the schema recursively
         resolved = resolve_schema(schema)
+        # the key and what ``grammar`` rebuilds from, key order kept: properties come in
+        # schema order, so schemas that differ only in it are different grammars
+        text = json.dumps(resolved)
         # a registry is not hashable content: never cached
         key = None if registry is not None or not cache else (
-            "json", json.dumps(resolved, sort_keys=True), opts, limits, info.fingerprint)
-        text = json.dumps(resolved)  # what ``grammar`` rebuilds from (key order kept)
+            "json", text, opts, limits, info.fingerprint)
 
     def lower() -> Grammar:
         return schema_to_grammar(json.loads(text), options=opts, registry=registry)

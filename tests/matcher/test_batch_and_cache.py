@@ -68,6 +68,23 @@ def test_compile_cache_reuses_and_distinguishes() -> None:
     assert gs.compile_regex("a+", VOCAB) is not gs.compile_regex("b+", VOCAB)
 
 
+def test_compile_cache_keeps_schemas_apart_that_differ_in_property_order() -> None:
+    """Properties come in schema order, so a reordered ``properties`` is another language;
+    the oracle is the order each schema writes (both orders are valid JSON for both)."""
+    both = {"a": {"type": "integer"}, "b": {"type": "integer"}}
+    ab = {"type": "object", "properties": both, "required": ["a", "b"]}
+    ba = {"type": "object", "properties": dict(reversed(both.items())), "required": ["a", "b"]}
+
+    def accepts(compiled: gs.CompiledGrammar, text: str) -> bool:
+        m = compiled.matcher()
+        return m.accept_string(text) and m.is_accepting()
+
+    first, second = gs.compile_json_schema(ab, VOCAB), gs.compile_json_schema(ba, VOCAB)
+    assert first is not second
+    assert accepts(first, '{"a":1,"b":2}') and not accepts(first, '{"b":2,"a":1}')
+    assert accepts(second, '{"b":2,"a":1}') and not accepts(second, '{"a":1,"b":2}')
+
+
 def test_compile_cache_is_bounded_by_memory() -> None:
     cache = CompileCache(max_bytes=1)
     first = cache.get_or_compile(("x",), lambda: gs.compile_regex("a+", VOCAB, cache=False))
