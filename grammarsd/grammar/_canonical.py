@@ -54,15 +54,32 @@ def canonical_packed(trans: np.ndarray, accept: np.ndarray) -> tuple[
     from the minimal table's distinct columns over the input's few classes, not from another
     pass over 256 columns."""
     starts, run_class, minimal, accepting = _minimal_by_columns(trans, accept)
-    out_starts, out_run_class, out_first = column_classes(minimal)  # the quotient may make
-    merged = np.empty(minimal.shape[1], np.int64)  # two input classes one
-    for u in range(out_run_class.shape[0]):
-        merged[out_starts[u]:out_starts[u + 1]] = out_run_class[u]
-    classes = np.empty(256, np.uint8)
-    for u in range(run_class.shape[0]):
-        classes[starts[u]:starts[u + 1]] = merged[run_class[u]]
-    table = np.ascontiguousarray(minimal[:, out_first])
+    classes, table = _packed(minimal, _class_of_column(starts, run_class))
     return _expanded(minimal, starts, run_class, 256), accepting, classes, table
+
+
+@njit(cache=True, nogil=True)
+def _class_of_column(starts: np.ndarray, run_class: np.ndarray) -> np.ndarray:  # pragma: no cover
+    """``column_classes``' runs written out: the class of each column (int64)."""
+    out = np.empty(starts[-1], np.int64)
+    for u in range(run_class.shape[0]):
+        out[starts[u]:starts[u + 1]] = run_class[u]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _packed(minimal: np.ndarray, column_of_byte: np.ndarray) -> tuple[
+        np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """A minimal table over some grouping of the bytes (``column_of_byte``: byte -> column)
+    packed as ``dfa_cache.PackedDfa`` stores it: ``(classes uint8 [256], table)``, one column
+    per distinct column (the quotient may have made two columns equal), numbered by first
+    occurrence."""
+    starts, run_class, first = column_classes(minimal)
+    merged = _class_of_column(starts, run_class)
+    classes = np.empty(256, np.uint8)
+    for b in range(256):
+        classes[b] = merged[column_of_byte[b]]
+    return classes, np.ascontiguousarray(minimal[:, first])
 
 
 @njit(cache=True, nogil=True)
@@ -718,9 +735,7 @@ def concatenation(head_table: np.ndarray, head_classes: np.ndarray, head_accept:
     over the few classes its bytes fall into."""
     if head_table.shape[1] == 256:
         starts, run_class, first = column_classes(head_table)
-        head_classes = np.empty(256, np.uint8)
-        for u in range(run_class.shape[0]):
-            head_classes[starts[u]:starts[u + 1]] = run_class[u]
+        head_classes = _class_of_column(starts, run_class).astype(np.uint8)
         head_table = np.ascontiguousarray(head_table[:, first])
     pair = np.full((head_table.shape[1], tail_table.shape[1]), -1, np.int64)
     joint = np.empty(256, np.int64)  # byte -> class of the pair of sides' classes
@@ -757,12 +772,6 @@ def concatenation(head_table: np.ndarray, head_classes: np.ndarray, head_accept:
                     if trans[s, c] >= 0:
                         return failed
                     trans[s, c] = start
-    out, out_accept = canonical(trans, accept)
-    starts, run_class, first = column_classes(out)  # classes the quotient made equal
-    merged = np.empty(k, np.int64)
-    for u in range(run_class.shape[0]):
-        merged[starts[u]:starts[u + 1]] = run_class[u]
-    classes = np.empty(256, np.uint8)
-    for b in range(256):
-        classes[b] = merged[joint[b]]
-    return True, classes, np.ascontiguousarray(out[:, first]), out_accept
+    starts, run_class, minimal, out_accept = _minimal_by_columns(trans, accept)
+    classes, table = _packed(minimal, _class_of_column(starts, run_class)[joint])
+    return True, classes, table, out_accept
