@@ -728,9 +728,10 @@ def concatenation(head_table: np.ndarray, head_classes: np.ndarray, head_accept:
     """The canonical DFA of ``L(head) L(tail)``, both given and returned packed by byte classes
     (``table[:, classes]`` is the byte table; classes numbered by first occurrence): the
     tail's start row copied onto the head's accepting states, over the classes both sides
-    split the bytes into, then ``canonical``. Returns ``(ok, classes uint8 [256], table,
-    accept)``; not ``ok`` where the head's start accepts or an accepting state already leaves
-    on a byte the tail starts with (the result would not be deterministic). A head given as a
+    split the bytes into, then minimised as ``canonical`` does and packed (``_packed``).
+    Returns ``(ok, classes uint8 [256], table, accept)``; not ``ok`` where the head's start
+    accepts or an accepting state already leaves on a byte the tail starts with (the result
+    would not be deterministic). A head given as a
     byte table (a member's key chain: 256 columns) is packed first, so the work below runs
     over the few classes its bytes fall into."""
     if head_table.shape[1] == 256:
