@@ -355,7 +355,7 @@ def _escape(e: ir.Expr) -> ir.Expr:
         return ir.choice(*map(_escape, e.items))
     if isinstance(e, ir.Repeat):
         return ir.repeat(_escape(e.item), e.min, e.max)
-    if isinstance(e, (ir.Capped, ir.Excluding)):  # JSON string bodies already (JSON Schema's)
+    if isinstance(e, (ir.Capped, ir.Excluding, ir.Decoding)):  # JSON string bodies already
         raise GrammarError(f"a JSON string body cannot be escaped into another: {e}")
     return e  # Ref
 

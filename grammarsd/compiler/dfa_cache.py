@@ -60,6 +60,7 @@ from grammarsd.grammar.ir import (
     Capped,
     CharClass,
     Choice,
+    Decoding,
     Excluding,
     Expr,
     Literal,
@@ -109,6 +110,11 @@ def fingerprint(root: Expr) -> bytes:
         elif isinstance(e, Excluding):
             h.update(np.asarray(e.chars.ranges, np.int64).tobytes())
             h.update(json.dumps(e.words).encode())  # unambiguous, whatever the words hold
+        elif isinstance(e, Decoding):
+            d = e.dfa
+            h.update(np.array(d.trans.shape, np.int64).tobytes())
+            for a in (d.bounds, d.trans, d.accept):
+                h.update(a.tobytes())
         for k in children(e):
             h.update(k.__dict__["_fingerprint"])
         object.__setattr__(e, "_fingerprint", h.digest())
@@ -232,7 +238,7 @@ def _leaf_content(e: Expr) -> int:
 
 
 def _content_here(e: Expr) -> int:
-    if decoded_class(e) is not None or isinstance(e, Excluding):
+    if decoded_class(e) is not None or isinstance(e, (Excluding, Decoding)):
         return _JSON
     bits = 0
     for k in children(e):

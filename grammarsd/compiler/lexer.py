@@ -85,7 +85,7 @@ from grammarsd.grammar._canonical import canonical_packed
 from grammarsd.grammar.automata import (
     TAG_OFFSET,
     CharDFA,
-    TaggedOutside,
+    Tagged,
     Tagger,
     _atom_bounds,
     _compound_nodes,
@@ -93,6 +93,7 @@ from grammarsd.grammar.automata import (
     _surrogate_atoms,
     canonical_table,
     tagged_outside,
+    tagged_states,
     tagged_table,
     trie_nodes,
 )
@@ -103,6 +104,7 @@ from grammarsd.grammar.ir import (
     Capped,
     CharClass,
     Choice,
+    Decoding,
     Excluding,
     Expr,
     Literal,
@@ -726,11 +728,14 @@ class _RuleNfa(_Nfa):
         return entries[name]
 
 
-def _json_tag(expr: Expr) -> CharClass | TaggedOutside | None:
+def _json_tag(expr: Expr) -> Tagged | None:
     """The lexer's tagger: a JSON character encoding is one tagged character of its class
-    (``encodings.decoded_class``), an ``Excluding`` leaf the tagged strings outside its words."""
+    (``encodings.decoded_class``), an ``Excluding`` leaf the tagged strings outside its words,
+    a ``Decoding`` leaf the tagged strings of its automaton."""
     if isinstance(expr, Excluding):
         return tagged_outside(expr.words, expr.chars)
+    if isinstance(expr, Decoding):
+        return tagged_states(expr.dfa)
     return decoded_class(expr)
 
 
@@ -739,7 +744,7 @@ def _has_json_char(expr: Expr) -> bool:
     stack = [expr]
     while stack:
         e = stack.pop()
-        if isinstance(e, Excluding) or decoded_class(e) is not None:
+        if isinstance(e, (Excluding, Decoding)) or decoded_class(e) is not None:
             return True
         stack.extend(children(e))
     return False

@@ -72,6 +72,7 @@ from grammarsd.compiler._bnf import END
 from grammarsd.compiler.dfa_cache import DFA_CACHE, PackedDfa, Variant, fingerprint, rules_digest
 from grammarsd.compiler.lexer import RuleSet
 from grammarsd.errors import EmptyLanguageError, GrammarError, GrammarTooLargeError
+from grammarsd.grammar.automata import CharDFA
 from grammarsd.grammar.encodings import decoded_class
 from grammarsd.grammar.ir import (
     EMPTY,
@@ -79,6 +80,7 @@ from grammarsd.grammar.ir import (
     Capped,
     CharClass,
     Choice,
+    Decoding,
     Expr,
     Grammar,
     Literal,
@@ -243,6 +245,9 @@ def _leaf_expansions(_: Expr) -> tuple[int, int]:
 def _expansions_here(e: Expr) -> tuple[int, int]:
     if decoded_class(e) is not None:
         return _LEAF_EXPANSIONS
+    if isinstance(e, Decoding):  # as many characters as its automaton counts apart
+        depth = _depth(e.dfa)
+        return (depth, depth) if depth > 1 else _LEAF_EXPANSIONS
     kids = [_expansions(k) for k in children(e)]
     exp = max((k[0] for k in kids), default=1)
     inner = max((k[1] for k in kids), default=0)
@@ -252,6 +257,22 @@ def _expansions_here(e: Expr) -> tuple[int, int]:
     elif isinstance(e, Capped):
         inner = _CAPPED_EXPANSION
     return exp, inner
+
+
+def _depth(dfa: CharDFA) -> int:
+    """The most edges on a shortest path from the start to a state of ``dfa``: how many
+    characters it keeps apart, as a counted repeat does (``[a-z]{1,200}`` 200; a loop one)."""
+    seen = np.zeros(dfa.num_states, np.bool_)
+    seen[0] = True
+    frontier, depth = np.zeros(1, np.int64), 0
+    while True:
+        targets = np.unique(dfa.trans[frontier])
+        targets = targets[targets >= 0]
+        targets = targets[~seen[targets]]
+        if not len(targets):
+            return depth
+        seen[targets] = True
+        frontier, depth = targets, depth + 1
 
 
 def _label(expr: Expr, limit: int = 80) -> str:

@@ -49,7 +49,7 @@ import numpy as np
 
 from grammarsd.errors import GrammarError, GrammarTooLargeError
 from grammarsd.grammar._canonical import canonical, product, subset_construction
-from grammarsd.grammar.encodings import expand_excluding, leaving_class, one_char
+from grammarsd.grammar.encodings import encode_class, expand_excluding, leaving_class, one_char
 from grammarsd.grammar.ir import (
     EMPTY,
     MAX_CODE_POINT,
@@ -58,6 +58,7 @@ from grammarsd.grammar.ir import (
     Capped,
     CharClass,
     Choice,
+    Decoding,
     Excluding,
     Expr,
     Literal,
@@ -140,9 +141,33 @@ def trie_nodes(words: tuple[str, ...],
         yield final, "".join(firsts), kids
 
 
-Tagger = Callable[[Expr], CharClass | TaggedOutside | None]
-"""Recognises sub-expressions that stand for one tagged character of a class, or for the tagged
-strings outside a set of words (else None)."""
+@dataclass(frozen=True, eq=False)
+class TaggedStates:
+    """What ``tagged_table`` reads a recognised sub-expression as: the strings of tagged
+    symbols spelling a word of a character automaton (``tagged_states``). ``nodes[0]`` is the
+    start; each node is ``(final, edges)`` with ``(class, node)`` per edge."""
+
+    nodes: tuple[tuple[bool, tuple[tuple[CharClass, int], ...]], ...]
+
+    def classes(self) -> Iterator[CharClass]:
+        """Every class the fragment reads (for the atom cuts)."""
+        for _, edges in self.nodes:
+            for cc, _ in edges:
+                yield cc
+
+
+@functools.lru_cache(maxsize=1024)
+def tagged_states(dfa: CharDFA) -> TaggedStates:
+    """``dfa``'s states and edges as a ``TaggedStates`` (the lexer reads ``ir.Decoding`` so)."""
+    return TaggedStates(tuple((bool(final), tuple((cc, t) for t, cc in edges))
+                              for final, edges in zip(dfa.accept.tolist(), _edge_classes(dfa),
+                                                      strict=True)))
+
+
+Tagged = CharClass | TaggedOutside | TaggedStates
+Tagger = Callable[[Expr], Tagged | None]
+"""Recognises sub-expressions that stand for one tagged character of a class, for the tagged
+strings outside a set of words, or for the tagged strings of an automaton (else None)."""
 
 
 # --------------------------------------------------------------------------- the automaton
@@ -490,7 +515,7 @@ def _atom_bounds(expr: Expr, tag: Tagger | None = None, *, refs: bool = False,
         seen.add(id(e))
         tagged = tag(e) if tag is not None else None
         if tagged is not None:
-            for cc in tagged.classes() if isinstance(tagged, TaggedOutside) else (tagged,):
+            for cc in (tagged,) if isinstance(tagged, CharClass) else tagged.classes():
                 for a, b in cc.ranges:
                     cuts.update((TAG_OFFSET + a, TAG_OFFSET + b + 1))
                 for a, b in _raw_part(cc, raw).ranges:
@@ -507,6 +532,8 @@ def _atom_bounds(expr: Expr, tag: Tagger | None = None, *, refs: bool = False,
             stack.append(e.item)
         elif isinstance(e, Excluding):  # not read as one symbol: its plain spelling
             stack.append(expand_excluding(e))
+        elif isinstance(e, Decoding):  # not read as one symbol: its edges' plain spellings
+            stack.extend(encode_class(cc) for cc in tagged_states(e.dfa).classes())
         elif isinstance(e, Ref) and not refs:
             raise GrammarError(
                 f"rule reference {e.name!r} inside a regular expression",
@@ -618,6 +645,8 @@ class _Nfa:
         tagged = self.tag(expr) if self.tag is not None else None
         if isinstance(tagged, TaggedOutside):
             self._outside(tagged, start, end)
+        elif isinstance(tagged, TaggedStates):
+            self._states(tagged, start, end, self._tagged_ranges)
         elif tagged is not None:  # one symbol of the tagged alphabet, or a raw plain one
             ranges = self._tagged_ranges(tagged)
             self.spans[id(expr)] = (expr, ranges)
@@ -637,6 +666,8 @@ class _Nfa:
             self._repeat(expr, start, end)
         elif isinstance(expr, Excluding):  # not read as one symbol: its plain spelling
             self.build(expand_excluding(expr), start, end)
+        elif isinstance(expr, Decoding):  # not read as one symbol: each edge spelled plainly
+            self._states(tagged_states(expr.dfa), start, end, None)
         else:
             raise GrammarError(f"not regular IR: {expr!r}")
 
@@ -661,6 +692,23 @@ class _Nfa:
                 self._span(state, self._tagged_ranges(other), left)
             for kid, node in kids:
                 self._span(state, self._tagged_ranges(kid), states[node])
+
+    def _states(self, states: TaggedStates, start: int, end: int,
+                tagged_ranges: Callable[[CharClass], list[tuple[int, int]]] | None) -> None:
+        """``start -> end`` over the strings of an automaton's ``states``: a fresh NFA state per
+        state (an edge may lead back to the first, and nothing may enter ``start``), an epsilon
+        edge to ``end`` from each final one; each edge read as one tagged symbol of its class
+        (``tagged_ranges``) or, with None, spelled as plain IR (``encode_class``)."""
+        nodes = [self.new() for _ in states.nodes]
+        self.eps += (start, nodes[0])
+        for node, (final, edges) in zip(nodes, states.nodes, strict=True):
+            if final:
+                self.eps += (node, end)
+            for cc, target in edges:
+                if tagged_ranges is None:
+                    self.build(encode_class(cc), node, nodes[target])
+                else:
+                    self._span(node, tagged_ranges(cc), nodes[target])
 
     def _span(self, start: int, ranges: list[tuple[int, int]], end: int) -> None:
         """Edges ``start -> end`` on the atom intervals ``ranges``."""
@@ -799,22 +847,24 @@ def _product(left: CharDFA, right: CharDFA, op: _ProductOp) -> CharDFA:
 # --------------------------------------------------------------------------- state elimination
 
 
-def _labelled_edges(dfa: CharDFA) -> list[list[tuple[int, Expr]]]:
-    """For every state, ``(target, label)`` per target: one class (or literal) per edge."""
+def _edge_classes(dfa: CharDFA) -> list[list[tuple[int, CharClass]]]:
+    """For every state, ``(target, class)`` per target: one class per edge."""
     ranges = dfa.atom_ranges()
-    out: list[list[tuple[int, Expr]]] = []
+    out: list[list[tuple[int, CharClass]]] = []
     for row in dfa.trans.tolist():
         by_target: dict[int, list[tuple[int, int]]] = {}
         for atom, t in enumerate(row):
             if t >= 0:
                 by_target.setdefault(t, []).append(ranges[atom])
-        edges: list[tuple[int, Expr]] = []
-        for t, rs in by_target.items():
-            cls = chars(rs)
-            single = len(cls.ranges) == 1 and cls.ranges[0][0] == cls.ranges[0][1]
-            edges.append((t, lit(chr(cls.ranges[0][0])) if single else cls))
-        out.append(edges)
+        out.append([(t, chars(rs)) for t, rs in by_target.items()])
     return out
+
+
+def _labelled_edges(dfa: CharDFA) -> list[list[tuple[int, Expr]]]:
+    """For every state, ``(target, label)`` per target: one class (or literal) per edge."""
+    return [[(t, lit(chr(cc.ranges[0][0])) if len(cc.ranges) == 1
+              and cc.ranges[0][0] == cc.ranges[0][1] else cc) for t, cc in edges]
+            for edges in _edge_classes(dfa)]
 
 
 class _Measure:
@@ -911,5 +961,5 @@ def _eliminate_states(dfa: CharDFA, max_size: int, max_depth: int) -> Expr:
     return out[start].get(final, NOTHING)
 
 
-__all__ = ["TAG_OFFSET", "CharDFA", "TaggedOutside", "Tagger", "canonical_table", "tagged_outside",
-           "tagged_table", "trie_nodes"]
+__all__ = ["TAG_OFFSET", "CharDFA", "Tagged", "TaggedOutside", "TaggedStates", "Tagger",
+           "canonical_table", "tagged_outside", "tagged_states", "tagged_table", "trie_nodes"]

@@ -17,6 +17,9 @@ frozen, hashable dataclasses:
     Excluding(words, chars)    the JSON string bodies that decode to a string over ``chars``
                                other than ``words`` (an object's "any key but the named ones"),
                                kept whole: as plain IR it is a trie of every escape spelling
+    Decoding(dfa)              the JSON string bodies that decode to a word of the character
+                               automaton ``dfa`` (a ``pattern`` or ``format`` string), kept
+                               whole: as plain IR it is a regex or a rule per state
 
 A ``Grammar`` maps rule names to expressions and names its ``start`` rule. ``str(grammar)``
 prints it in a Lark-like EBNF so users can see what their schema or regex became.
@@ -32,7 +35,10 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
+
+if TYPE_CHECKING:
+    from grammarsd.grammar.automata import CharDFA
 
 MAX_CODE_POINT = 0x10FFFF
 SURROGATES = (0xD800, 0xDFFF)
@@ -248,7 +254,34 @@ class Excluding(_CachedHash):
         return f"excluding({listed}; {self.chars})"
 
 
-Expr = Literal | CharClass | Seq | Choice | Repeat | Ref | Capped | Excluding
+@dataclass(frozen=True)
+class Decoding(_CachedHash):
+    """The JSON string bodies (each character spelled any way ``encodings.encode_class``
+    allows) that decode to a word of the character automaton ``dfa`` (``automata.CharDFA``,
+    canonical: equal leaves mean equal languages).
+
+    A leaf, as ``Excluding`` is: a string ``pattern`` is an automaton already, and spelled as
+    IR (state elimination, or one rule per state) it costs thousands of nodes that every pass
+    walks and the lexer reads back into the same automaton. The lexer reads the automaton
+    itself (``automata.tagged_states``); anything else that needs its structure expands it
+    (``automata.expand_decoding``)."""
+
+    __hash__ = _CachedHash.__hash__
+
+    dfa: CharDFA
+
+    @property
+    def is_empty(self) -> bool:
+        return self.dfa.is_empty()
+
+    def __str__(self) -> str:
+        d = self.dfa
+        digest = hashlib.blake2b(d.bounds.tobytes() + d.trans.tobytes() + d.accept.tobytes(),
+                                 digest_size=4).hexdigest()
+        return f"decoding({d.num_states} states #{digest})"
+
+
+Expr = Literal | CharClass | Seq | Choice | Repeat | Ref | Capped | Excluding | Decoding
 
 EMPTY = Seq(())
 NOTHING = Choice(())
@@ -464,7 +497,7 @@ class NodeFacts(NamedTuple):
 
 
 _NO_REFS: frozenset[str] = frozenset()
-_FACT_LEAVES = (Literal, CharClass, Excluding)  # answered on the spot, keeping nothing
+_FACT_LEAVES = (Literal, CharClass, Excluding, Decoding)  # answered on the spot, keeping nothing
 _LEAF_FACTS = NodeFacts(_NO_REFS, 1, {}, 0)
 _EMPTY_LEAF_FACTS = NodeFacts(_NO_REFS, 1, {}, DEAD_CLASS)
 
@@ -497,7 +530,7 @@ def node_facts(root: Expr) -> NodeFacts:
     return facts
 
 
-def _leaf_facts(e: Literal | CharClass | Excluding) -> NodeFacts:
+def _leaf_facts(e: Literal | CharClass | Excluding | Decoding) -> NodeFacts:
     return _EMPTY_LEAF_FACTS if not isinstance(e, Literal) and e.is_empty else _LEAF_FACTS
 
 
@@ -613,6 +646,7 @@ __all__ = [
     "Capped",
     "CharClass",
     "Choice",
+    "Decoding",
     "Expr",
     "Excluding",
     "Grammar",

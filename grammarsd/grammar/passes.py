@@ -21,6 +21,7 @@ from grammarsd.grammar.ir import (
     Capped,
     CharClass,
     Choice,
+    Decoding,
     Excluding,
     Expr,
     Grammar,
@@ -65,6 +66,8 @@ def nullable(expr: Expr, rules: Container[str] = ()) -> bool:
         return nullable(expr.item, rules)
     if isinstance(expr, Excluding):
         return "" not in expr.words
+    if isinstance(expr, Decoding):
+        return expr.dfa.accepts_empty()
     return expr.name in rules
 
 
@@ -84,7 +87,7 @@ def _productive(expr: Expr, known: set[str]) -> bool:
         return expr.min == 0 or _productive(expr.item, known)
     if isinstance(expr, Capped):
         return _productive(expr.item, known)
-    if isinstance(expr, Excluding):
+    if isinstance(expr, (Excluding, Decoding)):
         return not expr.is_empty
     return expr.name in known
 

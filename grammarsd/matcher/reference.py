@@ -12,7 +12,8 @@ How it works
    unrolled into ``m`` copies of ``item`` followed by a chain of ``n - m`` nested optionals, and
    ``item{m,}`` into ``m`` copies followed by a left-recursive star ``S -> ε | S item``.
    ``Capped(item, max)`` becomes a nonterminal without productions, plus a goal ``G -> item``.
-   ``Excluding`` is read as its plain IR (``encodings.expand_excluding``).
+   ``Excluding`` is read as its plain IR (``encodings.expand_excluding``), ``Decoding`` as one
+   nonterminal per state of its automaton.
 2. **Trimming.** Productions that mention an unproductive symbol (a nonterminal deriving no
    terminal string, an empty class, or a capped symbol whose item has no string decoding to at
    most ``max`` characters) are dropped. Afterwards every symbol that occurs derives some string,
@@ -54,13 +55,14 @@ from typing import NamedTuple
 import numpy as np
 
 from grammarsd.errors import GrammarError, GrammarTooLargeError
-from grammarsd.grammar.encodings import expand_excluding
+from grammarsd.grammar.encodings import encode_class, expand_excluding
 from grammarsd.grammar.ir import (
     ANY_CHAR,
     MAX_CODE_POINT,
     Capped,
     CharClass,
     Choice,
+    Decoding,
     Excluding,
     Expr,
     Grammar,
@@ -346,7 +348,28 @@ class _Lowering:
             return (self._capped(expr),)
         if isinstance(expr, Excluding):  # read as plain IR: the trie of its words' spellings
             return self._symbols(expand_excluding(expr))
+        if isinstance(expr, Decoding):
+            return (self._decoding(expr),)
         return (self._helper(expr),)
+
+    def _decoding(self, expr: Decoding) -> int:
+        """The symbol of ``expr``: a nonterminal per state of its automaton, ``q -> ""`` where
+        ``q`` accepts and ``q -> enc(atom) q'`` per live transition, ``enc`` every JSON
+        spelling of a character of the atom (``encodings.encode_class``)."""
+        if expr not in self._helpers:
+            dfa = expr.dfa
+            states = [self.bnf.add_nonterminal() for _ in range(dfa.num_states)]
+            self._helpers[expr] = states[0]
+            atoms = [chars([r]) for r in dfa.atom_ranges()]
+            for q, (row, final) in enumerate(zip(dfa.trans.tolist(), dfa.accept.tolist(),
+                                                 strict=True)):
+                if final:
+                    self._produce(states[q], ())
+                for atom, target in enumerate(row):
+                    if target >= 0:
+                        self._produce(states[q], (*self._symbols(encode_class(atoms[atom])),
+                                                  states[target]))
+        return self._helpers[expr]
 
     def _capped(self, expr: Capped) -> int:
         """The capped symbol of ``expr``, with its goal ``goal -> item`` (see ``_Bnf``)."""

@@ -8,6 +8,7 @@ that never looks at ``decoded_class``), and the reference recognizer for whole g
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -25,6 +26,7 @@ from grammarsd.grammar.encodings import decoded_class, encode_class, expand_excl
 from grammarsd.grammar.ir import (
     ANY_CHAR,
     CharClass,
+    Decoding,
     Excluding,
     Expr,
     Grammar,
@@ -40,6 +42,8 @@ from grammarsd.grammar.ir import (
 )
 from grammarsd.grammar.json_schema.compiler import _encoded_format
 from grammarsd.grammar.json_schema.formats import KNOWN_FORMATS, format_expr
+from grammarsd.grammar.json_schema.strings import encode_chars
+from grammarsd.grammar.regex import parse_regex_search
 from grammarsd.matcher.reference import ReferenceRecognizer
 from grammarsd.tokenizer.info import TokenizerInfo
 
@@ -227,6 +231,62 @@ def test_excluding_matches_iff_json_decodes_to_another_string(words: str,
     for word in listed:  # and every word, in both spellings json.dumps writes, is refused
         for ascii_only in (True, False):
             assert not dfa.matches(json.dumps(word, ensure_ascii=ascii_only).encode())
+
+
+# automata a ``Decoding`` leaf stands for (``pattern`` strings): loops and counted runs, characters
+# that need escapes, non-ASCII and astral ones, the empty word, and a search (unanchored); each
+# with the Python regex for ``re.search`` (``\\Z``: Python's ``$`` also matches before a final
+# newline, ECMA-262's does not)
+PATTERNS = {
+    "letters then digits": ("^[a-z]+-[0-9]{2,4}$", "^[a-z]+-[0-9]{2,4}\\Z"),
+    "escapes": ('^["\\\\/\\n\\x01]+x?$', '^["\\\\/\\n\\x01]+x?\\Z'),
+    "non-ascii": ("^(\u00e9|\u20ac\u20ac|\U0001f600)*$", "^(\u00e9|\u20ac\u20ac|\U0001f600)*\\Z"),
+    "short": ("^.{0,3}$", "^[^\\n\\r\u2028\u2029]{0,3}\\Z"),
+    "search": ('a"b', 'a"b'),
+    "empty word": ("^(|a)$", "^(|a)\\Z"),
+}
+
+
+def pattern_dfa(pattern: str) -> CharDFA:
+    return CharDFA.from_expr(parse_regex_search(pattern, flavor="ecma"))
+
+
+@pytest.mark.parametrize("context", list(CONTEXTS))
+@pytest.mark.parametrize("pattern", list(PATTERNS))
+def test_decoding_read_from_its_automaton_equals_its_spelling(pattern: str,
+                                                              context: str) -> None:
+    dfa = pattern_dfa(PATTERNS[pattern][0])
+    leaf = Decoding(dfa)
+    fast = build_byte_dfa(CONTEXTS[context](leaf), nonempty=True)
+    # the oracle: the automaton spelled as IR (state elimination, then every JSON spelling of
+    # each class), built as a plain Thompson NFA that never looks at encodings
+    slow = expanded_path(CONTEXTS[context](encode_chars(dfa.to_expr())))
+    assert np.array_equal(fast.trans, slow.trans) and np.array_equal(fast.accept, slow.accept)
+    plain = expanded_path(CONTEXTS[context](leaf))  # the leaf read plainly, edge by edge
+    assert np.array_equal(plain.trans, slow.trans) and np.array_equal(plain.accept, slow.accept)
+
+
+@pytest.mark.parametrize("pattern", list(PATTERNS))
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_decoding_matches_iff_json_decodes_to_a_word(pattern: str, data: st.DataObject) -> None:
+    ecma, python = PATTERNS[pattern]
+    lexeme = seq(lit('"'), Decoding(pattern_dfa(ecma)), lit('"'))
+    dfa = build_byte_dfa(lexeme, nonempty=True)
+    reference = ReferenceRecognizer(Grammar({"start": lexeme}, "start"))
+    pieces = data.draw(st.lists(st.sampled_from(FRAGMENTS + ["-", "12", "x", "\\\"", "a\\\"b"]),
+                                max_size=5))
+    body = "".join(pieces)
+    try:
+        value = json.loads('"' + body + '"')
+    except ValueError:
+        value = None
+    expected = isinstance(value, str) and all(
+        not 0xD800 <= ord(ch) <= 0xDFFF for ch in value) and re.search(python, value) is not None
+    text = '"' + body + '"'
+    assert dfa.matches(text.encode("utf-8", "surrogatepass")) == expected, body
+    if "\n" not in text:  # (the reference reads code points: a raw newline is one too)
+        assert reference.accepts(text) == expected, body
 
 
 def test_excluding_past_the_state_bound_is_refused_as_too_large() -> None:

@@ -20,7 +20,7 @@ import re
 import jsonschema
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import grammarsd as gs
@@ -41,6 +41,7 @@ from grammarsd.grammar.ir import (
     repeat,
     seq,
 )
+from grammarsd.grammar.json_schema import compiler as json_schema_compiler
 from grammarsd.grammar.json_schema import schema_to_grammar
 from grammarsd.tokenizer.info import TokenizerInfo
 
@@ -125,22 +126,32 @@ def test_group_over_the_dfa_limit_falls_back_to_the_parser() -> None:
 
 # --------------------------------------------------------------------------- JSON pattern fallback
 
-# The k-th symbol from the end: its minimal DFA has 2**k states, past state elimination's caps,
-# so the front end emits one right-linear rule per DFA state.
+# The k-th symbol from the end: its minimal DFA has 2**k states, past state elimination's caps.
+# A pattern's automaton is one ``Decoding`` leaf up to ``_DECODING_STATES`` states; past it (the
+# limit lowered here) the front end emits one right-linear rule per DFA state.
 FALLBACK = {"type": "string", "pattern": "^[ab]*a[ab]{5}$"}
 
 
-def test_pattern_fallback_rules_become_one_terminal() -> None:
+@pytest.fixture(params=["leaf", "rules"])
+def pattern_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways a pattern's automaton reaches the compiler."""
+    if request.param == "rules":
+        monkeypatch.setattr(json_schema_compiler, "_DECODING_STATES", 0)
+    return str(request.param)
+
+
+def test_pattern_fallback_rules_become_one_terminal(pattern_path: str) -> None:
     grammar = schema_to_grammar(FALLBACK)
-    assert len(grammar.rules) > 30  # the fallback really happened
+    assert (len(grammar.rules) > 30) == (pattern_path == "rules")  # the fallback happened
     tables = build_tables(grammar)
     assert tables.num_terminals == 1, [str(e)[:60] for e in tables.term_exprs]
 
 
-@settings(max_examples=120, deadline=None)
-@given(st.text("ab\"\\", max_size=12))
-def test_pattern_fallback_language(value: str) -> None:
-    g = gs.compile_json_schema(FALLBACK, BYTES)
+@settings(max_examples=120, deadline=None,  # the fixture patches the same for every example
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.text("ab\"\\", max_size=12))
+def test_pattern_fallback_language(pattern_path: str, value: str) -> None:
+    g = gs.compile_json_schema(FALLBACK, BYTES, cache=False)
     text = json.dumps(value)
     want = jsonschema.Draft202012Validator(FALLBACK).is_valid(value)
     assert _accepts(g, text) == want

@@ -42,9 +42,9 @@ Synthetic schema objects (complements, dependencies) are interned by content
 Arrays with ``contains``/``uniqueItems`` and all objects are small automata over members
 (``arrays._CountingArray``, ``objects._ObjectBuilder``; the records they share are in
 ``model``); a string constraint beyond plain length is a
-``CharDFA`` emitted as a regular expression over JSON character encodings (state elimination,
-so the compiler makes the whole string one DFA terminal), or as one right-linear rule per
-state where that expression would grow too large (``_dfa_rules``). A large ``maxLength``
+``CharDFA`` emitted as one ``Decoding`` leaf (the compiler makes the whole string one DFA
+terminal, read from the automaton itself), or for a very large automaton as a regular
+expression over JSON character encodings or one right-linear rule per state (``_dfa_rules``). A large ``maxLength``
 beside such a constraint is not folded into the automaton (the product keeps ``maxLength + 1``
 copies of it) but wraps its rule in ``Capped``: one terminal whose characters the matcher
 counts (``_string``, ``JsonSchemaOptions.max_length_product``).
@@ -84,6 +84,7 @@ from grammarsd.grammar.ir import (
     Capped,
     CharClass,
     Choice,
+    Decoding,
     Excluding,
     Expr,
     Grammar,
@@ -208,6 +209,10 @@ _MAX_REF_CHAIN = 100  # schemas that are only a ``$ref``, followed in a row
 # otherwise right-linear rules (see ``_Lowering._dfa_rules``).
 _REGEX_SIZE = 400
 _REGEX_DEPTH = 60
+# A string constraint's automaton up to this many states is one ``Decoding`` leaf (one
+# terminal, read from the automaton); a bigger one is spelled as IR, which the compiler may
+# keep in the parser rather than build a DFA of hundreds of thousands of byte states.
+_DECODING_STATES = 4096
 # A maxLength below this is always folded into the string automaton (a small cap is close to
 # every token's length, so the matcher would count at every step).
 _CAP_MIN_LENGTH = 32
@@ -1048,7 +1053,7 @@ class _Lowering:
             raise self.refuse(keyword, at, f"string constraints too large: {exc}") from None
         if cap is not None:
             return seq(lit('"'), capped(self._dfa_rules(dfa), cap), lit('"'))
-        return seq(lit('"'), self._dfa_rules(dfa), lit('"'))
+        return self._dfa_rules(dfa, quoted=True)
 
     def _max_length(self, m: _Merged, dfa: CharDFA) -> tuple[CharDFA, int | None]:
         """``m.max_len`` applied to ``dfa`` (the other string constraints): ``(dfa', cap)``.
@@ -1069,33 +1074,43 @@ class _Lowering:
             return dfa, m.max_len
         return dfa.intersect(CharDFA.from_expr(repeat(ANY_CHAR, 0, m.max_len))), None
 
-    def _dfa_rules(self, dfa: CharDFA, *, encoded: bool = True) -> Expr:
+    def _dfa_rules(self, dfa: CharDFA, *, encoded: bool = True, quoted: bool = False) -> Expr:
         """The language of ``dfa`` as one shared rule: with ``encoded``, the JSON string
-        bodies decoding to its words; otherwise its words themselves (say, number text).
+        bodies decoding to its words (between quotes with ``quoted``: the quotes then belong to
+        the rule, one terminal with it however big); otherwise its words themselves (say,
+        number text).
 
-        Preferably a regular expression (``CharDFA.to_expr``, with ``encode_chars``), which the
-        compiler lowers to one DFA terminal for the whole string. Where state elimination
-        grows past ``_REGEX_SIZE`` or ``_REGEX_DEPTH``, one right-linear rule per state instead:
-        ``q: "" (if accepting) | enc(C1) q1 | enc(C2) q2 ...`` where ``Ci`` is the union of
-        atoms leading to ``qi`` and ``enc`` gives every JSON spelling. That is recursive, so
-        the compiler keeps it in the parser (a loop over one-character terminals: slow masks).
+        Encoded, the rule is one ``Decoding`` leaf, which the compiler lowers to one DFA
+        terminal for the whole string, read from the automaton itself. Otherwise (and for an
+        automaton past ``_DECODING_STATES``) preferably a regular expression (``CharDFA.to_expr``);
+        where state elimination grows past ``_REGEX_SIZE`` or ``_REGEX_DEPTH``, one
+        right-linear rule per state instead: ``q: "" (if accepting) | enc(C1) q1 | enc(C2) q2
+        ...`` where ``Ci`` is the union of atoms leading to ``qi`` and ``enc`` gives every JSON
+        spelling. That is recursive, so the compiler lexes it as a group of rules where it
+        fits, else keeps it in the parser (a loop over one-character terminals: slow masks).
         """
         if dfa.is_empty():
             return NOTHING
-        key = ("dfa", dfa, encoded)
+        key = ("dfa", dfa, encoded, quoted)
         hit = self._memo.get(key)
         if hit is not None:
             return hit
         prefix = self._name("str" if encoded else "num")
-        body = None
-        if encoded or dfa.num_states <= _REGEX_NUMBER_STATES:
+        body: Expr | None = None
+        if encoded and dfa.num_states <= _DECODING_STATES:
+            body = _decoding(dfa, quoted)
+        elif encoded or dfa.num_states <= _REGEX_NUMBER_STATES:
             body = _regex_of(dfa, encoded)
+            if body is not None and quoted:
+                body = seq(lit('"'), body, lit('"'))
         if body is None:
-            ref = self._memo[key] = Ref(f"{prefix}_0")
             encode = encode_chars if encoded else _unchanged
             for name, rule in dfa.to_rules(f"{prefix}_").items():
                 self.rules[name] = encode(rule)
-            return ref
+            if not quoted:
+                ref = self._memo[key] = Ref(f"{prefix}_0")
+                return ref
+            body = seq(lit('"'), Ref(f"{prefix}_0"), lit('"'))
         ref = self._memo[key] = Ref(prefix)
         self.rules[prefix] = body
         return ref
@@ -1284,6 +1299,15 @@ def _search_dfa(pattern: str) -> CharDFA:
 
 
 @functools.lru_cache(maxsize=256)
+def _decoding(dfa: CharDFA, quoted: bool) -> Expr:
+    """The leaf for ``dfa`` (between quotes if ``quoted``), one object per automaton met again
+    (a pattern in many schemas), so the answers of the walks over it are kept on it
+    (``ir.kept_on_nodes``)."""
+    leaf = Decoding(dfa)
+    return seq(lit('"'), leaf, lit('"')) if quoted else leaf
+
+
+@functools.lru_cache(maxsize=256)
 def _regex_of(dfa: CharDFA, encoded: bool) -> Expr | None:
     """``dfa``'s language as one regular expression by state elimination (its JSON spellings
     with ``encoded``), or None past ``_REGEX_SIZE`` or ``_REGEX_DEPTH``: a failed elimination
@@ -1358,7 +1382,7 @@ def _split_interval(lo: Decimal | None, lo_s: bool, hi: Decimal | None, hi_s: bo
 
 
 def _has_empty_class(root: Expr) -> bool:
-    """True iff an empty ``CharClass`` or ``Excluding`` occurs inside ``root``."""
+    """True iff an empty ``CharClass``, ``Excluding`` or ``Decoding`` occurs inside ``root``."""
     return bool(node_facts(root).dead & DEAD_CLASS)
 
 
@@ -1468,7 +1492,7 @@ class _Productive:
             return any(self.derives(i) for i in e.items)
         if isinstance(e, Capped):  # ``_max_length`` caps only where a word is short enough
             return self.derives(e.item)
-        if isinstance(e, Excluding):
+        if isinstance(e, (Excluding, Decoding)):
             return not e.is_empty
         assert isinstance(e, Repeat)
         return e.min == 0 or self.derives(e.item)
@@ -1493,7 +1517,7 @@ class _Productive:
         out = e
         if isinstance(e, Ref):
             out = e if e.name in self.productive else NOTHING
-        elif isinstance(e, (CharClass, Excluding)):
+        elif isinstance(e, (CharClass, Excluding, Decoding)):
             out = e if not e.is_empty else NOTHING
         elif isinstance(e, (Seq, Choice)):
             items = [self.rewrite(i) for i in e.items]
