@@ -136,10 +136,17 @@ def rules_digest(rules: RuleSet) -> bytes:
 class Variant:
     """A rewrite of terminal expressions applied before their DFA is built (``DfaCache.get``),
     named by ``tag`` in the cache key: a function of the expression alone, the same for every
-    rewrite with this tag."""
+    rewrite with this tag. ``touches(e)`` is False where ``rewrite(e)`` is ``e`` itself: such
+    an expression shares the DFA it has under no variant (a format inside an object's member
+    and at the top of another schema)."""
 
     tag: bytes
     rewrite: Callable[[Expr], Expr]
+    touches: Callable[[Expr], bool]
+
+    def tag_of(self, expr: Expr) -> bytes:
+        """The tag in ``expr``'s cache key: none where the rewrite leaves it alone."""
+        return self.tag if self.touches(expr) else b""
 
 
 @dataclass(frozen=True)
@@ -287,6 +294,8 @@ class DfaCache:
         ``expr`` and the variant's tag: the rewrite runs only on a miss."""
         if digest is None:
             digest = rules_digest(rules)
+        if variant is not None and not variant.touches(expr):
+            variant = None
         tag = b"" if variant is None else variant.tag
         key = ("terminal", fingerprint(expr) + digest + tag, max_states)
         packed = self._lookup(key)
@@ -331,7 +340,7 @@ class DfaCache:
         if not isinstance(expr, Seq) or len(expr.items) < 2:
             return None
         *head_items, tail_expr = expr.items
-        tag = b"" if variant is None else variant.tag
+        tag = b"" if variant is None else variant.tag_of(tail_expr)
         tail = None
         if len(head_items) <= JOIN_HEAD:
             tail = self._lookup(("terminal", fingerprint(tail_expr) + tag, max_states))

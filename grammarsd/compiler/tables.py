@@ -1214,8 +1214,12 @@ class _OpenGaps:
         self.open = Repeat(_JSON_WS, 0, None)
         self.memo: dict[int, tuple[Expr, Expr]] = {}
 
+    def touches(self, expr: Expr) -> bool:
+        """Whether ``expr`` holds a gap to open (else ``self(expr)`` is ``expr``)."""
+        return self.bound in _gap_bounds(expr)
+
     def __call__(self, expr: Expr) -> Expr:
-        if self.bound not in _gap_bounds(expr):
+        if not self.touches(expr):
             return expr
         hit = self.memo.get(id(expr))
         if hit is not None and hit[0] is expr:
@@ -1246,7 +1250,8 @@ def build_tables(
         open_gaps = _OpenGaps(grammar, whitespace)
 
     # rule groups keep their gaps bounded: bounded twice is still exact
-    opened = None if open_gaps is None else Variant(f"open{open_gaps.bound}".encode(), open_gaps)
+    opened = None if open_gaps is None else Variant(f"open{open_gaps.bound}".encode(), open_gaps,
+                                                open_gaps.touches)
 
     def dfa_builder(expr: Expr, rules: RuleSet, rules_digest: bytes) -> PackedDfa:
         return DFA_CACHE.get(expr, limits.max_dfa_states, rules, rules_digest, opened)

@@ -14,11 +14,13 @@ import grammarsd.compiler.dfa_cache as dfa_cache
 from grammarsd.compiler.dfa_cache import DfaCache, PackedDfa, fingerprint
 from grammarsd.compiler.lexer import ByteDFA, build_byte_dfa
 from grammarsd.errors import GrammarTooLargeError
+from grammarsd.grammar.automata import CharDFA
 from grammarsd.grammar.encodings import encode_class
 from grammarsd.grammar.ir import (
     ANY_CHAR,
     Capped,
     Choice,
+    Decoding,
     Excluding,
     Expr,
     Literal,
@@ -114,16 +116,32 @@ def test_a_variant_is_built_from_its_rewrite_and_rewritten_only_on_a_miss() -> N
         assert isinstance(expr, Repeat)
         return Repeat(expr.item, expr.min, None)
 
+    def touches(expr: Expr) -> bool:
+        return isinstance(expr, Repeat)
+
+    variant = dfa_cache.Variant(b"star", star, touches)
     cache = DfaCache()
     bounded = Repeat(Literal("ab"), 1, 2)
-    opened = cache.get(bounded, 1_000, variant=dfa_cache.Variant(b"star", star)).unpack()
-    again = cache.get(Repeat(Literal("ab"), 1, 2), 1_000,
-                      variant=dfa_cache.Variant(b"star", star)).unpack()
+    opened = cache.get(bounded, 1_000, variant=variant).unpack()
+    again = cache.get(Repeat(Literal("ab"), 1, 2), 1_000, variant=variant).unpack()
     assert len(rewrites) == 1  # the second lookup hit: no rewrite
     assert np.array_equal(opened.trans, again.trans)
     assert opened.matches(b"ababab")  # the rewrite's language, not the expression's
     plain = cache.get(bounded, 1_000).unpack()  # negative control: no variant, no rewrite
     assert len(rewrites) == 1 and not plain.matches(b"ababab") and plain.matches(b"abab")
+
+
+def test_an_expression_a_variant_leaves_alone_shares_its_plain_dfa() -> None:
+    def never(expr: Expr) -> Expr:
+        raise AssertionError("an untouched expression is not rewritten")
+
+    cache = DfaCache()
+    text = Seq((Literal("x"), Repeat(Literal("ab"), 1, 2), Literal("y")))
+    plain = cache.get(text, 1_000)
+    shared = cache.get(text, 1_000, variant=dfa_cache.Variant(b"never", never, lambda e: False))
+    assert shared is plain  # one cache entry: no second build, no rewrite
+    other = cache.get(text, 1_000, variant=dfa_cache.Variant(b"x", lambda e: e, lambda e: True))
+    assert other is not plain  # negative control: what a variant touches has its own entry
 
 
 def testfingerprints_separate_what_differs() -> None:
@@ -132,7 +150,9 @@ def testfingerprints_separate_what_differs() -> None:
                          Capped(Literal("ab"), 2), Seq((Literal("a"), Literal("b"))),
                          Choice((Literal("a"), Literal("b"))),
                          Excluding(("a", "b"), ANY_CHAR), Excluding(("a\x00b",), ANY_CHAR),
-                         Excluding(("a", "b"), chars([(97, 98)]))]
+                         Excluding(("a", "b"), chars([(97, 98)])),
+                         Decoding(CharDFA.from_expr(Literal("ab"))),
+                         Decoding(CharDFA.from_expr(Literal("ba")))]
     digests = {fingerprint(e) for e in exprs}
     assert len(digests) == len(exprs)
     assert fingerprint(_expr(3)) == fingerprint(_expr(3))
