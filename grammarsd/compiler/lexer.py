@@ -220,6 +220,10 @@ def build_byte_dfa(
             dfa = _excluding_dfa(leaf, quoted, nonempty, max_states, tail)
             if dfa is not None:
                 return dfa
+    decoding = _decoding_lexeme(expr) if not rules else None
+    if decoding is not None:
+        table = _decoding_table(*decoding)
+        return _finish(_Lowering(*table, max_states).build(), nonempty, max_states)
     if isinstance(expr, Capped):
         item = build_byte_dfa(expr.item, nonempty=nonempty, max_states=max_states, rules=rules)
         if expr.max == 0:  # at most the empty string: nothing to count
@@ -264,6 +268,45 @@ def excluding_lexeme(expr: Expr) -> tuple[Excluding, bool, Expr | None] | None:
 
 
 _QUOTE = Literal('"')
+
+
+def _decoding_lexeme(expr: Expr) -> tuple[CharDFA, bool] | None:
+    """``(dfa, quoted)`` if ``expr`` is a ``Decoding`` leaf alone or between two ``"`` (a
+    pattern's string): its tagged table is written from the automaton, no NFA to determinise."""
+    if isinstance(expr, Decoding):
+        return expr.dfa, False
+    if isinstance(expr, Seq) and len(expr.items) == 3 and isinstance(expr.items[1], Decoding) \
+            and expr.items[0] == _QUOTE == expr.items[2]:
+        return expr.items[1].dfa, True
+    return None
+
+
+_RAW_CUTS = np.array(sorted({c for a, b in RAW_OK.ranges for c in (a, b + 1)} | {0x22, 0x23}),
+                     np.int64)  # (the quote's own atom, for a quoted string)
+
+
+def _decoding_table(dfa: CharDFA, quoted: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The tagged table (as ``automata.tagged_table`` reads it, not minimised) of the JSON
+    string bodies decoding to ``dfa``'s words, between quotes if ``quoted``: per state, each
+    atom's target for its tagged symbols and, for its characters in ``RAW_OK``, its plain ones."""
+    plain = np.union1d(dfa.bounds, _RAW_CUTS[_RAW_CUTS <= MAX_CODE_POINT])
+    bounds = np.concatenate([plain, TAG_OFFSET + dfa.bounds])
+    atom_of = np.searchsorted(dfa.bounds, plain, "right") - 1
+    raw = np.array([int(c) in RAW_OK for c in plain.tolist()], np.bool_)
+    n, k = dfa.num_states, len(plain)
+    body = np.full((n, len(bounds)), -1, np.int32)
+    body[:, :k] = np.where(raw, dfa.trans[:, atom_of], -1)
+    body[:, k:] = dfa.trans
+    if not quoted:
+        return bounds, body, dfa.accept.copy()
+    quote = int(np.searchsorted(plain, 0x22))  # the atom of ``"`` (not raw: free in ``body``)
+    trans = np.full((n + 2, len(bounds)), -1, np.int32)
+    trans[1 : n + 1] = np.where(body >= 0, body + 1, -1)
+    trans[0, quote] = 1
+    trans[1 : n + 1, quote] = np.where(dfa.accept, n + 1, -1)
+    accept = np.zeros(n + 2, np.bool_)
+    accept[n + 1] = True
+    return bounds, trans, accept
 
 
 @functools.lru_cache(maxsize=16)

@@ -364,7 +364,9 @@ def lit(text: str) -> Expr:
 
 def chars(ranges: Iterable[tuple[int, int]]) -> CharClass:
     """A character class from any (possibly overlapping, unsorted) inclusive ranges."""
-    return CharClass(_normalize_ranges(tuple(ranges)))
+    out = object.__new__(CharClass)  # normalised here: no second pass to check it
+    object.__setattr__(out, "ranges", _normalize_ranges(tuple(ranges)))
+    return out
 
 
 def char_set(text: str) -> CharClass:
