@@ -144,10 +144,6 @@ class Variant:
     rewrite: Callable[[Expr], Expr]
     touches: Callable[[Expr], bool]
 
-    def tag_of(self, expr: Expr) -> bytes:
-        """The tag in ``expr``'s cache key: none where the rewrite leaves it alone."""
-        return self.tag if self.touches(expr) else b""
-
 
 @dataclass(frozen=True)
 class PackedDfa:
@@ -294,13 +290,21 @@ class DfaCache:
         ``expr`` and the variant's tag: the rewrite runs only on a miss."""
         if digest is None:
             digest = rules_digest(rules)
-        if variant is not None and not variant.touches(expr):
-            variant = None
         tag = b"" if variant is None else variant.tag
         key = ("terminal", fingerprint(expr) + digest + tag, max_states)
         packed = self._lookup(key)
         if packed is None:
-            packed = self._build(expr, max_states, rules, variant)
+            # an expression the variant leaves alone shares the plain entry (asked on a miss
+            # only: ``touches`` walks the expression); under both keys its bytes count twice,
+            # so the bound stays an upper bound
+            if variant is not None and not variant.touches(expr):
+                plain = ("terminal", fingerprint(expr) + digest, max_states)
+                packed = self._lookup(plain)
+                if packed is None:
+                    packed = self._build(expr, max_states, rules, None)
+                    self._store(plain, packed)
+            else:
+                packed = self._build(expr, max_states, rules, variant)
             self._store(key, packed)
         assert isinstance(packed, PackedDfa)
         return packed
@@ -340,7 +344,7 @@ class DfaCache:
         if not isinstance(expr, Seq) or len(expr.items) < 2:
             return None
         *head_items, tail_expr = expr.items
-        tag = b"" if variant is None else variant.tag_of(tail_expr)
+        tag = b"" if variant is None else variant.tag
         tail = None
         if len(head_items) <= JOIN_HEAD:
             tail = self._lookup(("terminal", fingerprint(tail_expr) + tag, max_states))
