@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from functools import cache
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -172,8 +172,10 @@ def _magnitude_in(lo: Decimal, lo_strict: bool, hi: Decimal | None, hi_strict: b
     )
 
 
+@lru_cache(maxsize=1024)
 def number_in(lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict: bool) -> Expr:
-    """Exponent-free JSON numbers with ``lo <(=) value <(=) hi`` (``None``: unbounded).
+    """Exponent-free JSON numbers with ``lo <(=) value <(=) hi`` (``None``: unbounded). Kept per
+    process (bounds recur across schemas: one expression object, its walks' answers kept).
 
     Invariant: every string matched is JSON number syntax and its exact decimal value satisfies
     the bounds; every exponent-free number that satisfies them is matched.
@@ -189,6 +191,7 @@ def number_in(lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict
     return choice(*parts)
 
 
+@lru_cache(maxsize=1024)
 def integer_in(lo: int | None, hi: int | None, suffix: Expr = INTEGRAL_SUFFIX) -> Expr:
     """Integral JSON numbers (``-?digits`` then ``suffix``) in ``[lo, hi]`` (inclusive)."""
     parts: list[Expr] = []
