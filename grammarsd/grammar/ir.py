@@ -277,7 +277,7 @@ class Decoding(_CachedHash):
     def __str__(self) -> str:
         d = self.dfa
         digest = hashlib.blake2b(d.bounds.tobytes() + d.trans.tobytes() + d.accept.tobytes(),
-                                 digest_size=4).hexdigest()
+                                 digest_size=8).hexdigest()
         return f"decoding({d.num_states} states #{digest})"
 
 
