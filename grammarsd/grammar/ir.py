@@ -263,8 +263,8 @@ class Decoding(_CachedHash):
     A leaf, as ``Excluding`` is: a string ``pattern`` is an automaton already, and spelled as
     IR (state elimination, or one rule per state) it costs thousands of nodes that every pass
     walks and the lexer reads back into the same automaton. The lexer reads the automaton
-    itself (``automata.tagged_states``); anything else that needs its structure expands it
-    (``automata.expand_decoding``)."""
+    itself (``automata.tagged_states``); a plain Thompson NFA spells each of its edges
+    (``encodings.encode_class``), the reference recognizer makes a nonterminal per state."""
 
     __hash__ = _CachedHash.__hash__
 

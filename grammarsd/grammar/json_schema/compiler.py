@@ -44,8 +44,8 @@ Arrays with ``contains``/``uniqueItems`` and all objects are small automata over
 ``model``); a string constraint beyond plain length is a
 ``CharDFA`` emitted as one ``Decoding`` leaf (the compiler makes the whole string one DFA
 terminal, read from the automaton itself), or for a very large automaton as a regular
-expression over JSON character encodings or one right-linear rule per state (``_dfa_rules``). A large ``maxLength``
-beside such a constraint is not folded into the automaton (the product keeps ``maxLength + 1``
+expression over JSON character encodings or one right-linear rule per state
+(``_dfa_rules``). A large ``maxLength`` beside such a constraint is not folded into the automaton (the product keeps ``maxLength + 1``
 copies of it) but wraps its rule in ``Capped``: one terminal whose characters the matcher
 counts (``_string``, ``JsonSchemaOptions.max_length_product``).
 """
@@ -1096,21 +1096,20 @@ class _Lowering:
         if hit is not None:
             return hit
         prefix = self._name("str" if encoded else "num")
-        body: Expr | None = None
         if encoded and dfa.num_states <= _DECODING_STATES:
             body = _decoding(dfa, quoted)
-        elif encoded or dfa.num_states <= _REGEX_NUMBER_STATES:
-            body = _regex_of(dfa, encoded)
-            if body is not None and quoted:
-                body = seq(lit('"'), body, lit('"'))
-        if body is None:
-            encode = encode_chars if encoded else _unchanged
-            for name, rule in dfa.to_rules(f"{prefix}_").items():
-                self.rules[name] = encode(rule)
-            if not quoted:
-                ref = self._memo[key] = Ref(f"{prefix}_0")
-                return ref
-            body = seq(lit('"'), Ref(f"{prefix}_0"), lit('"'))
+        else:
+            inner = (_regex_of(dfa, encoded)
+                     if encoded or dfa.num_states <= _REGEX_NUMBER_STATES else None)
+            if inner is None:
+                encode = encode_chars if encoded else _unchanged
+                for name, rule in dfa.to_rules(f"{prefix}_").items():
+                    self.rules[name] = encode(rule)
+                if not quoted:
+                    first = self._memo[key] = Ref(f"{prefix}_0")
+                    return first
+                inner = Ref(f"{prefix}_0")
+            body = seq(lit('"'), inner, lit('"')) if quoted else inner
         ref = self._memo[key] = Ref(prefix)
         self.rules[prefix] = body
         return ref
