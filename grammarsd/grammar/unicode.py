@@ -12,8 +12,9 @@ Every table is a numpy array indexed by code point (``0 .. 0x10FFFF``, length ``
                                           (``"ascii_*"``), and Unicode general categories
                                           (``"gc:Lu"``, ``"gc:L"``, ...)
 
-Tables are cached with ``functools.lru_cache``: each is built once per process, in roughly
-30-150 ms on one core (the first ``\\w`` pattern ~0.2 s, the first IGNORECASE class ~0.2 s);
+Tables are cached with ``functools.lru_cache``: each is built once per process. The ``re``
+classes and ``ecma_space`` are read off ``re`` itself in ~20-40 ms; a general category, which
+asks ``unicodedata`` of every code point, ~150 ms, and the first IGNORECASE class ~0.2 s;
 later calls are a dictionary lookup. ``category_class(name)`` caches the
 IR class too. ``mask_to_class`` / ``class_to_mask`` convert between boolean masks and IR
 ``CharClass`` ranges.
@@ -22,6 +23,7 @@ IR class too. ``mask_to_class`` / ``class_to_mask`` convert between boolean mask
 from __future__ import annotations
 
 import _sre
+import re
 import unicodedata
 from collections.abc import Iterator
 from functools import cache, lru_cache
@@ -82,9 +84,14 @@ def cased_mask() -> np.ndarray:
     return mask
 
 
-def _predicate_mask(pred: str) -> np.ndarray:
-    test = getattr(str, pred)
-    return np.fromiter((test(ch) for ch in _all_chars()), dtype=np.bool_, count=SIZE)
+def _re_mask(pattern: str) -> np.ndarray:
+    """The code points a one-character ``re`` pattern matches, found by ``re`` over one string
+    of every code point (a scan in C; ``_sre`` tests ``\\d \\w \\s`` with the same predicates as
+    ``str.isdecimal``, ``str.isalnum`` or ``_``, and ``str.isspace``)."""
+    every = np.arange(SIZE, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
+    mask = np.zeros(SIZE, dtype=np.bool_)
+    mask[[m.start() for m in re.finditer(pattern, every)]] = True
+    return mask
 
 
 @cache
@@ -97,12 +104,11 @@ def category_mask(name: str) -> np.ndarray:
     ``gc:XX`` / ``gc:X`` for a Unicode general category or major class.
     """
     if name == "py_digit":
-        mask = _predicate_mask("isdecimal")
+        mask = _re_mask(r"\d")
     elif name == "py_word":
-        mask = _predicate_mask("isalnum")
-        mask[ord("_")] = True
+        mask = _re_mask(r"\w")
     elif name == "py_space":
-        mask = _predicate_mask("isspace")
+        mask = _re_mask(r"\s")
     elif name.startswith("ascii_") or name == "ecma_space":
         text = {
             "ascii_digit": "0123456789",
@@ -112,8 +118,9 @@ def category_mask(name: str) -> np.ndarray:
         }[name]
         mask = np.zeros(SIZE, dtype=np.bool_)
         mask[[ord(c) for c in text]] = True
-        if name == "ecma_space":
-            mask |= category_mask("gc:Zs")
+        if name == "ecma_space":  # and category Zs, all of which ``str.isspace`` holds
+            space = np.flatnonzero(category_mask("py_space")).tolist()
+            mask[[c for c in space if unicodedata.category(chr(c)) == "Zs"]] = True
     elif name.startswith("gc:"):
         mask = _general_category(name[3:])
     else:

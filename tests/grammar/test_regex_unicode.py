@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 import time
+import unicodedata
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -152,6 +154,24 @@ def _as_class(expr: object) -> CharClass:
         return CharClass(((ord(expr.text),) * 2,))
     assert isinstance(expr, CharClass)
     return expr
+
+
+def test_class_tables_hold_the_predicates_they_stand_for() -> None:
+    """Python ``re``'s ``\\d \\w \\s`` and ECMA's ``\\s`` (read off ``re`` by the tables) against
+    their definitions asked of every code point: the ``str`` predicates, and ECMA-262's
+    WhiteSpace and LineTerminator (its listed characters and Unicode category Zs)."""
+    every = [chr(cp) for cp in range(0x110000)]
+
+    def holding(test: Callable[[str], bool]) -> np.ndarray:
+        return np.fromiter(map(test, every), dtype=np.bool_, count=len(every))
+
+    assert (uni.category_mask("py_digit") == holding(str.isdecimal)).all()
+    assert (uni.category_mask("py_word") == holding(lambda c: c.isalnum() or c == "_")).all()
+    assert (uni.category_mask("py_space") == holding(str.isspace)).all()
+    listed = set("\t\v\f \u00a0\ufeff\n\r\u2028\u2029")
+    ecma = holding(lambda c: c in listed or unicodedata.category(c) == "Zs")
+    assert (uni.category_mask("ecma_space") == ecma).all()
+    assert ecma.sum() > len(listed)  # category Zs adds some (U+3000, U+2000-U+200A, ...)
 
 
 def test_tables_are_built_once_and_fast() -> None:
