@@ -228,7 +228,7 @@ def _propagate(sets: np.ndarray, src: np.ndarray, dst: np.ndarray,
 
 @njit(cache=True, nogil=True)
 def follow_bytes(nt_ptr: np.ndarray, nt_items: np.ndarray, item_next: np.ndarray,
-                 nullable: np.ndarray, dfa_trans: np.ndarray,
+                 nullable: np.ndarray, dfa_trans: np.ndarray, byte_col: np.ndarray,
                  term_start: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     """uint64 [T, 4]: per terminal, the bytes that can start a terminal following it (256-bit
     sets; bit ``b`` of word ``b >> 6`` is byte ``b``), over the numbered tables.
@@ -245,7 +245,7 @@ def follow_bytes(nt_ptr: np.ndarray, nt_items: np.ndarray, item_next: np.ndarray
     for t in range(num_t):
         row = term_start[t]
         for b in range(256):
-            if dfa_trans[row, b] >= 0:
+            if dfa_trans[row, byte_col[b]] >= 0:
                 t_first[t, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
     num_items = item_next.shape[0]
     src = np.empty(num_items, np.int64)

@@ -114,13 +114,14 @@ class CompileCache:
     entry on every insertion took ~0.5 ms per compile with a few hundred grammars cached);
     between, an entry counts as it was last measured, and growth since then is seen late.
 
-    The default bound, 128 MiB, holds ~60 MaskBench schemas' grammars (a dense DFA table is
-    1 KiB per state). A bigger one buys nothing where schemas are not compiled twice and costs
-    time where they are: all of MaskBench-dev's paired schemas in one process compiled 7-9 %
-    slower with 512 MiB than with 128 MiB (three alternated pairs; 650 MiB more resident; the
-    cause is not pinned down: writing a new grammar's tables onto memory the process has not
-    touched before costs ~2 us per state there, ten times the cost on reused memory). Raise
-    ``COMPILE_CACHE.max_bytes`` to keep more grammars.
+    The default bound, 128 MiB, holds ~200 MaskBench schemas' grammars before their mask rows
+    grow (~0.6 MiB each: the DFA table is 4 bytes per state and byte class, ~60 classes). With
+    1 KiB per state (a column per byte, before session 32) it held ~60, and a bigger bound
+    bought nothing where schemas are not compiled twice and cost time where they are: all of
+    MaskBench-dev's paired schemas in one process compiled 7-9 % slower with 512 MiB than with
+    128 MiB (three alternated pairs; 650 MiB more resident; writing a new grammar's tables onto
+    memory the process had not touched cost ~2 us per state, ten times the cost on reused
+    memory). Raise ``COMPILE_CACHE.max_bytes`` to keep more grammars.
     """
 
     REMEASURE_EVERY = 8

@@ -172,7 +172,8 @@ class PackedDfa:
         return cls(classes, table, dfa.accept, dfa.tile, dfa.cap, dfa.char_start)
 
     def unpack(self) -> ByteDFA:
-        """The ``ByteDFA`` (the reference: ``tables._place`` writes the same rows)."""
+        """The ``ByteDFA`` (the reference: ``tables._place`` writes the same rows, a column per
+        byte class of the grammar)."""
         return ByteDFA(np.ascontiguousarray(self.table[:, self.classes]), self.accept, self.tile,
                        self.cap, self.char_start)
 

@@ -94,7 +94,8 @@ class Tables(NamedTuple):
     nt_ptr: np.ndarray  # int32 [N + 1]
     nt_items: np.ndarray  # int32 [P]
     nullable: np.ndarray  # uint8 [N]
-    dfa_trans: np.ndarray  # int32 [Q, 256]
+    dfa_trans: np.ndarray  # int32 [Q, K]: byte b reads column byte_col[b]
+    byte_col: np.ndarray  # uint8 [256]
     dfa_info: np.ndarray  # int32 [Q, 3]
     term_start: np.ndarray  # int32 [T]
     follow_bytes: np.ndarray  # uint64 [T, 4]
@@ -287,7 +288,7 @@ def _step(  # noqa: ANN202
     nt_ptr,
     nt_items,
     nullable,
-    dfa_trans,
+    dfa_trans, byte_col,
     dfa_info,
     term_start,  # noqa: ANN001
     follow_bytes,
@@ -324,7 +325,7 @@ def _step(  # noqa: ANN202
     f0 = f1 = f2 = f3 = np.uint64(0)
     for i in range(bounds[pos, 1], sbase):
         s = scans[i, 0]
-        q = dfa_trans[s, b]
+        q = dfa_trans[s, byte_col[b]]
         if q < 0:
             continue
         n = scans[i, 2] + dfa_info[s, 3]
@@ -386,7 +387,7 @@ def _step(  # noqa: ANN202
 
 @njit(cache=True, nogil=True)
 def init_state(  # noqa: ANN201
-    item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info, term_start,
+    item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, byte_col, dfa_info, term_start,
     follow_bytes, start_item, accept_item,
     bounds, acc, items, scans, htab, tstamp, pend, pmask, meta,
 ):  # fmt: skip  # noqa: ANN001
@@ -413,7 +414,7 @@ def init_state(  # noqa: ANN201
 
 @njit(cache=True, nogil=True)
 def settle(  # noqa: ANN201
-    item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info, term_start,
+    item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, byte_col, dfa_info, term_start,
     follow_bytes, start_item, accept_item,
     bounds, acc, items, scans, htab, tstamp, pend, pmask, meta,
 ):  # fmt: skip  # noqa: ANN001
@@ -429,7 +430,7 @@ def settle(  # noqa: ANN201
 
 @njit(cache=True, nogil=True)
 def advance(  # noqa: ANN201
-    item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info, term_start,
+    item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, byte_col, dfa_info, term_start,
     follow_bytes, start_item, accept_item,
     bounds, acc, items, scans, htab, tstamp, pend, pmask, meta,
     data,
@@ -438,7 +439,7 @@ def advance(  # noqa: ANN201
     start = meta[POS]
     for i in range(data.shape[0]):
         r = _step(
-            item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info, term_start,
+            item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, byte_col, dfa_info, term_start,
             follow_bytes, accept_item, bounds, acc, items, scans, htab, tstamp, pend, pmask,
             meta, data[i],
         )  # fmt: skip
@@ -458,17 +459,18 @@ def advance(  # noqa: ANN201
 # above. A context names memory it does not own: whoever uses it keeps the arrays it names alive,
 # and repacks the rows of a part whose arrays were replaced (``pack_cache`` / ``pack_state``).
 
-T_ROW = 0  # rows of the Tables arrays (9)
-V_ROW = 9  # token_indptr, token_data, eos_ids, tok_ids, seq_ptr, seq_data
-S_ROW = 15  # scalars: (start_item, accept_item, 0)
-C_ROW = 16  # rows of the Cache arrays (7)
-P_ROW = 23  # rows of the State arrays (9)
-CTX_ROWS = 32
+T_ROW = 0  # rows of the Tables arrays (10)
+V_ROW = 10  # token_indptr, token_data, eos_ids, tok_ids, seq_ptr, seq_data
+S_ROW = 16  # scalars: (start_item, accept_item, 0)
+C_ROW = 17  # rows of the Cache arrays (7)
+P_ROW = 24  # rows of the State arrays (9)
+CTX_ROWS = 33
 BAD_BITMASK = -3  # fill_mask_ctx: the bitmask row is out of range, too narrow or not contiguous
 
 # (dtype, ndim) of every array a context names, in row order from T_ROW, V_ROW, C_ROW, P_ROW
 TABLES_LAYOUT = ((np.int32, 1), (np.int32, 1), (np.int32, 1), (np.int32, 1), (np.uint8, 1),
-                 (np.int32, 2), (np.int32, 2), (np.int32, 1), (np.uint64, 2))  # fmt: skip
+                 (np.int32, 2), (np.uint8, 1), (np.int32, 2), (np.int32, 1),
+                 (np.uint64, 2))  # fmt: skip
 VOCAB_LAYOUT = ((np.int64, 1), (np.uint8, 1), (np.int64, 1), (np.int32, 1), (np.int64, 1),
                 (np.uint8, 1))  # fmt: skip
 CACHE_LAYOUT = ((np.int32, 1), (np.int64, 2), (np.uint32, 2), (np.int32, 1), (np.int32, 1),
@@ -506,7 +508,7 @@ def _view2(ctx, i, dtype):  # noqa: ANN001, ANN202
 
 @njit(cache=True, nogil=True)
 def _pack_tables(  # noqa: ANN202
-    item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info, term_start,
+    item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, byte_col, dfa_info, term_start,
     follow_bytes, start_item, accept_item, token_indptr, token_data, eos_ids, tok_ids, seq_ptr,
     seq_data, ctx,
 ):  # fmt: skip  # noqa: ANN001
@@ -516,9 +518,10 @@ def _pack_tables(  # noqa: ANN202
     _put(ctx, T_ROW + 3, nt_items, 0)
     _put(ctx, T_ROW + 4, nullable, 0)
     _put(ctx, T_ROW + 5, dfa_trans, dfa_trans.shape[1])
-    _put(ctx, T_ROW + 6, dfa_info, dfa_info.shape[1])
-    _put(ctx, T_ROW + 7, term_start, 0)
-    _put(ctx, T_ROW + 8, follow_bytes, follow_bytes.shape[1])
+    _put(ctx, T_ROW + 6, byte_col, 0)
+    _put(ctx, T_ROW + 7, dfa_info, dfa_info.shape[1])
+    _put(ctx, T_ROW + 8, term_start, 0)
+    _put(ctx, T_ROW + 9, follow_bytes, follow_bytes.shape[1])
     _put(ctx, V_ROW, token_indptr, 0)
     _put(ctx, V_ROW + 1, token_data, 0)
     _put(ctx, V_ROW + 2, eos_ids, 0)
@@ -570,7 +573,7 @@ def new_context(tables: Tables, vocab: Vocab) -> np.ndarray:
     """A context naming ``tables`` and ``vocab`` = (token_indptr, token_data, eos_ids, and the
     trie's tok_ids, seq_ptr, seq_data: see ``tokenizer.trie``); its Cache and State rows are zero
     until ``pack_cache`` / ``pack_state`` fill them."""
-    _check_layout(tuple(tables[:9]), TABLES_LAYOUT)
+    _check_layout(tuple(tables[:10]), TABLES_LAYOUT)
     _check_layout(vocab, VOCAB_LAYOUT)
     ctx = np.zeros((CTX_ROWS, 3), dtype=np.int64)
     _pack_tables(*tables, *vocab, ctx)
@@ -596,8 +599,9 @@ def _tables(ctx):  # noqa: ANN001, ANN202
         _view1(ctx, T_ROW, np.int32), _view1(ctx, T_ROW + 1, np.int32),
         _view1(ctx, T_ROW + 2, np.int32), _view1(ctx, T_ROW + 3, np.int32),
         _view1(ctx, T_ROW + 4, np.uint8), _view2(ctx, T_ROW + 5, np.int32),
-        _view2(ctx, T_ROW + 6, np.int32), _view1(ctx, T_ROW + 7, np.int32),
-        _view2(ctx, T_ROW + 8, np.uint64), ctx[S_ROW, 0], ctx[S_ROW, 1],
+        _view1(ctx, T_ROW + 6, np.uint8), _view2(ctx, T_ROW + 7, np.int32),
+        _view1(ctx, T_ROW + 8, np.int32), _view2(ctx, T_ROW + 9, np.uint64),
+        ctx[S_ROW, 0], ctx[S_ROW, 1],
     )  # fmt: skip
 
 
@@ -719,7 +723,7 @@ def _row_slot(dfa_info, scans, k):  # noqa: ANN001, ANN202
 
 
 @njit(cache=True, nogil=True)
-def _dfa_verdict(dfa_trans, dfa_info, follow_bytes, scans, lo, hi, data, a, z):  # noqa: ANN001, ANN202
+def _dfa_verdict(dfa_trans, byte_col, dfa_info, follow_bytes, scans, lo, hi, data, a, z):  # noqa: ANN001, ANN202
     """Decide ``data[a:z]`` from the live scans ``scans[lo:hi]`` of a closed chart position by
     their DFAs alone: ``ALLOWED`` when some scan stays alive over all of it, ``REJECTED`` when no
     scan can end its terminal inside it before a byte that may follow that terminal (so no parse
@@ -736,7 +740,7 @@ def _dfa_verdict(dfa_trans, dfa_info, follow_bytes, scans, lo, hi, data, a, z): 
             if i > a and verdict == REJECTED and dfa_info[q, 0] and _in_set(follow_bytes, term, b):
                 verdict = UNKNOWN
             n += dfa_info[q, 3]
-            q = dfa_trans[q, b]
+            q = dfa_trans[q, byte_col[b]]
             if q < 0 or n > dfa_info[q, 4]:
                 q = -1
                 last = max(last, i)
@@ -747,7 +751,7 @@ def _dfa_verdict(dfa_trans, dfa_info, follow_bytes, scans, lo, hi, data, a, z): 
 
 
 @njit(cache=True, nogil=True)
-def _others_dead(dfa_trans, dfa_info, follow_bytes, scans, lo, hi, k, data, a, z):  # noqa: ANN001, ANN202
+def _others_dead(dfa_trans, byte_col, dfa_info, follow_bytes, scans, lo, hi, k, data, a, z):  # noqa: ANN001, ANN202
     """No live scan of ``scans[lo:hi]`` but number ``k`` takes part in any parse of ``data[a:z]``:
     each dies inside it without ending its terminal before a byte that may follow it
     (``_dfa_verdict`` of that scan alone is ``REJECTED``). The parse of those bytes is then the
@@ -755,7 +759,7 @@ def _others_dead(dfa_trans, dfa_info, follow_bytes, scans, lo, hi, k, data, a, z
     for k2 in range(lo, hi):
         if k2 != k:
             verdict, _ = _dfa_verdict(
-                dfa_trans, dfa_info, follow_bytes, scans, k2, k2 + 1, data, a, z
+                dfa_trans, byte_col, dfa_info, follow_bytes, scans, k2, k2 + 1, data, a, z
             )
             if verdict != REJECTED:
                 return False
@@ -764,7 +768,7 @@ def _others_dead(dfa_trans, dfa_info, follow_bytes, scans, lo, hi, k, data, a, z
 
 @njit(cache=True, nogil=True)
 def fill_mask(  # noqa: ANN201
-    item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info, term_start,
+    item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, byte_col, dfa_info, term_start,
     follow_bytes, start_item, accept_item,
     bounds, acc, items, scans, htab, tstamp, pend, pmask, meta,
     index, rows, dense_bits, acc_tok, unc_pos, unc_lcp, unc_cls,
@@ -838,7 +842,7 @@ def fill_mask(  # noqa: ANN201
             t_lo = seq_ptr[p]
             n = seq_ptr[p + 1] - t_lo
             alone = single or _others_dead(
-                dfa_trans, dfa_info, follow_bytes, scans, lo, hi, k, seq_data, t_lo, t_lo + n
+                dfa_trans, byte_col, dfa_info, follow_bytes, scans, lo, hi, k, seq_data, t_lo, t_lo + n
             )
             if alone and memo[unc_cls[j]] != UNKNOWN:
                 if memo[unc_cls[j]] == ALLOWED:
@@ -859,7 +863,7 @@ def fill_mask(  # noqa: ANN201
                             meta[POS] = pos0
                             return res
                     verdict, last = _dfa_verdict(
-                        dfa_trans, dfa_info, follow_bytes, scans, bounds[p, 1], bounds[p + 1, 1],
+                        dfa_trans, byte_col, dfa_info, follow_bytes, scans, bounds[p, 1], bounds[p + 1, 1],
                         seq_data, t_lo + alive, t_lo + n,
                     )  # fmt: skip
                     if verdict == REJECTED:
@@ -868,7 +872,7 @@ def fill_mask(  # noqa: ANN201
                     if verdict != UNKNOWN:
                         break
                 res = _step(
-                    item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, dfa_info,
+                    item_next, item_lhs, nt_ptr, nt_items, nullable, dfa_trans, byte_col, dfa_info,
                     term_start, follow_bytes, accept_item, bounds, acc, items, scans, htab,
                     tstamp, pend, pmask, meta, seq_data[t_lo + alive],
                 )  # fmt: skip
@@ -907,18 +911,20 @@ def fill_mask(  # noqa: ANN201
 @njit(cache=True, nogil=True)
 def chain_sets(
     dfa_trans: np.ndarray,
+    byte_col: np.ndarray,
     utf8_dfa: np.ndarray,
     steps: np.ndarray,
     rad: np.ndarray,
     rad_utf8: np.ndarray,
 ) -> None:
     """``chain_sets_between`` of every state."""
-    chain_sets_between(dfa_trans, utf8_dfa, steps, rad, rad_utf8, 0, dfa_trans.shape[0])
+    chain_sets_between(dfa_trans, byte_col, utf8_dfa, steps, rad, rad_utf8, 0, dfa_trans.shape[0])
 
 
 @njit(cache=True, nogil=True)
 def chain_sets_between(
     dfa_trans: np.ndarray,
+    byte_col: np.ndarray,
     utf8_dfa: np.ndarray,
     steps: np.ndarray,
     rad: np.ndarray,
@@ -965,7 +971,7 @@ def chain_sets_between(
     for s in range(lo, hi):
         best = -1
         for b in range(256):
-            t = dfa_trans[s, b]
+            t = dfa_trans[s, byte_col[b]]
             if t < 0:
                 continue
             if stamp[t - lo] != s:
@@ -980,9 +986,9 @@ def chain_sets_between(
         if best < 0:
             continue
         for b in range(256):
-            if dfa_trans[s, b] == best:
+            if dfa_trans[s, byte_col[b]] == best:
                 steps[s, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
-        utf8_step[s - lo] = _utf8_step(dfa_trans, utf8_dfa, s, best, lo, seen, stack)
+        utf8_step[s - lo] = _utf8_step(dfa_trans, byte_col, utf8_dfa, s, best, lo, seen, stack)
     link = np.full(n_states, -1, dtype=np.int64)  # local numbers, like succ
     base = np.zeros(n_states, dtype=np.int64)
     for s in range(lo, hi):
@@ -1002,7 +1008,7 @@ def chain_sets_between(
 
 
 @njit(cache=True, nogil=True)
-def chars_needed(dfa_trans, dfa_accept, char_start, lo, hi, out):  # noqa: ANN001, ANN201
+def chars_needed(dfa_trans, byte_col, dfa_accept, char_start, lo, hi, out):  # noqa: ANN001, ANN201
     """``out[q - lo]`` = the fewest characters started on a path from state ``q`` to an
     accepting state, for the states ``lo <= q < hi`` of one terminal (a step from ``q`` starts
     one when ``char_start[q]``): a 0-1 breadth-first search backwards from the accepting states.
@@ -1011,7 +1017,7 @@ def chars_needed(dfa_trans, dfa_accept, char_start, lo, hi, out):  # noqa: ANN00
     deg = np.zeros(n + 1, dtype=np.int64)
     for q in range(lo, hi):
         for b in range(256):
-            t = dfa_trans[q, b]
+            t = dfa_trans[q, byte_col[b]]
             if t >= 0:
                 deg[t - lo + 1] += 1
     for i in range(n):
@@ -1020,8 +1026,8 @@ def chars_needed(dfa_trans, dfa_accept, char_start, lo, hi, out):  # noqa: ANN00
     fill = deg[:n].copy()
     for q in range(lo, hi):
         for b in range(256):
-            t = dfa_trans[q, b]
-            if t >= 0 and (b == 0 or dfa_trans[q, b - 1] != t):  # one edge per run is enough
+            t = dfa_trans[q, byte_col[b]]
+            if t >= 0 and (b == 0 or dfa_trans[q, byte_col[b - 1]] != t):  # one edge per run is enough
                 preds[fill[t - lo]] = q - lo
                 fill[t - lo] += 1
     out[:n] = NO_CAP
@@ -1059,19 +1065,19 @@ def _contains(steps, t, s, words):  # noqa: ANN001, ANN202
 
 
 @njit(cache=True, nogil=True)
-def _utf8_step(dfa_trans, utf8_dfa, s, target, lo, seen, stack):  # noqa: ANN001, ANN202
+def _utf8_step(dfa_trans, byte_col, utf8_dfa, s, target, lo, seen, stack):  # noqa: ANN001, ANN202
     """Every well-formed multi-byte character read from ``s`` keeps the DFA alive on each proper
     prefix and ends in ``target``: a depth-first search over the (DFA state, UTF-8 state) pairs
     that lead bytes reach (``seen`` stamped with ``s``, its rows the states from ``lo`` on,
     ``stack`` sized for every pair)."""
-    if dfa_trans[s, 0xC2] < 0:  # a lead byte dies (cheap, common reject)
+    if dfa_trans[s, byte_col[0xC2]] < 0:  # a lead byte dies (cheap, common reject)
         return 0
     top = 0
     for b in range(0x80, 256):
         u = utf8_dfa[0, b]
         if u < 0:
             continue
-        t = dfa_trans[s, b]
+        t = dfa_trans[s, byte_col[b]]
         if t < 0:
             return 0
         if seen[t - lo, u] != s:
@@ -1087,7 +1093,7 @@ def _utf8_step(dfa_trans, utf8_dfa, s, target, lo, seen, stack):  # noqa: ANN001
             u2 = utf8_dfa[u, b]
             if u2 < 0:
                 continue
-            t2 = dfa_trans[t, b]
+            t2 = dfa_trans[t, byte_col[b]]
             if t2 < 0 or (u2 == 0 and t2 != target):
                 return 0
             if u2 != 0 and seen[t2 - lo, u2] != s:
@@ -1154,6 +1160,7 @@ def _subtree_stays(steps, rad, rad_utf8, s, below, below_utf8, h, k):  # noqa: A
 @njit(cache=True, nogil=True)
 def classify_tokens(
     dfa_trans: np.ndarray,
+    byte_col: np.ndarray,
     dfa_info: np.ndarray,
     steps: np.ndarray,
     rad: np.ndarray,
@@ -1228,7 +1235,7 @@ def classify_tokens(
     split[0] = -1
     counts[0] = count
     done, n_acc, n_unc, n_flips, skipped = _walk_nodes(
-        0, byte.shape[0], 0, budget, 0, 0, 0, 0, stack, split, counts, dfa_trans, dfa_info,
+        0, byte.shape[0], 0, budget, 0, 0, 0, 0, stack, split, counts, dfa_trans, byte_col, dfa_info,
         steps, rad, rad_utf8, follow, room, byte, depth, nxt, tok_ptr, tok_lcp, below,
         below_utf8, height, seq_ptr, seq_data, flips, kept, lcp, cls,
     )  # fmt: skip
@@ -1236,14 +1243,14 @@ def classify_tokens(
         return -1, -1, -1, -1
     _write_accepted(tok_ids, tok_bits, flips, n_flips, n_acc, accepted, bits)
     counted = count > -NO_CAP
-    n_cls = _number_classes(dfa_trans, dfa_info, q, counted, seq_ptr, seq_data, kept, cls, n_unc)
+    n_cls = _number_classes(dfa_trans, byte_col, dfa_info, q, counted, seq_ptr, seq_data, kept, cls, n_unc)
     return n_acc, n_unc, n_cls, skipped
 
 
 @njit(cache=True, nogil=True)
 def _walk_nodes(  # noqa: ANN202
     k, stop, visited, budget, n_acc, n_unc, n_flips, skipped, stack, split, counts,  # noqa: ANN001
-    dfa_trans, dfa_info, steps, rad, rad_utf8, follow, room, byte, depth, nxt,  # noqa: ANN001
+    dfa_trans, byte_col, dfa_info, steps, rad, rad_utf8, follow, room, byte, depth, nxt,  # noqa: ANN001
     tok_ptr, tok_lcp, below, below_utf8, height, seq_ptr, seq_data, flips, kept, lcp, cls,  # noqa: ANN001
 ):
     """``classify_tokens``' walk over the trie nodes ``k .. stop - 1`` (whole subtrees), the
@@ -1260,7 +1267,7 @@ def _walk_nodes(  # noqa: ANN202
         at = split[d - 1]
         if at < 0 and d >= 2 and dfa_info[parent, 0] != 0 and _in_bits(follow, b):
             at = d - 1  # the terminal may end before this byte
-        s2 = dfa_trans[parent, b]
+        s2 = dfa_trans[parent, byte_col[b]]
         c = counts[d - 1] + dfa_info[parent, 3]
         if s2 >= 0 and c > dfa_info[s2, 4]:
             s2 = -1  # past the cap of a capped terminal
@@ -1365,13 +1372,13 @@ _UTF8_PAIRS = 1024  # loops_through_utf8: (DFA state, UTF-8 state) pairs it may 
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _utf8_visit(dfa_trans, dfa_info, q, s, u, b, utf8_dfa, table, stack, top):  # noqa: ANN001, ANN202
+def _utf8_visit(dfa_trans, byte_col, dfa_info, q, s, u, b, utf8_dfa, table, stack, top):  # noqa: ANN001, ANN202
     """One byte ``b`` from pair (``s``, ``u``) for ``loops_through_utf8``: the new stack top, or
     -1 when the byte breaks the loop (or the table is full)."""
     u2 = utf8_dfa[u, b]
     if u2 < 0:
         return top  # not a character: the loop promises nothing about it
-    t = dfa_trans[s, b]
+    t = dfa_trans[s, byte_col[b]]
     if u2 == 0:
         return top if t == q else -1
     if t < 0 or dfa_info[t, 0] != 0:
@@ -1392,7 +1399,7 @@ def _utf8_visit(dfa_trans, dfa_info, q, s, u, b, utf8_dfa, table, stack, top):  
 
 
 @njit(cache=True, nogil=True)
-def loops_through_utf8(dfa_trans, dfa_info, utf8_dfa, q):  # noqa: ANN001, ANN201
+def loops_through_utf8(dfa_trans, byte_col, dfa_info, utf8_dfa, q):  # noqa: ANN001, ANN201
     """Every well-formed multi-byte character read from ``q`` stays alive, passes no accepting
     state and ends in ``q``: a depth-first search over the (DFA state, UTF-8 state) pairs lead
     bytes reach, in a table of ``_UTF8_PAIRS`` (False, the safe answer, past that; a JSON string
@@ -1401,7 +1408,7 @@ def loops_through_utf8(dfa_trans, dfa_info, utf8_dfa, q):  # noqa: ANN001, ANN20
     stack = np.empty((_UTF8_PAIRS, 2), dtype=np.int64)
     top = 0
     for b in range(0xC0, 0x100):
-        top = _utf8_visit(dfa_trans, dfa_info, q, q, 0, b, utf8_dfa, table, stack, top)
+        top = _utf8_visit(dfa_trans, byte_col, dfa_info, q, q, 0, b, utf8_dfa, table, stack, top)
         if top < 0:
             return False
     done = 0  # pairs are expanded in push order; each is pushed once
@@ -1409,14 +1416,14 @@ def loops_through_utf8(dfa_trans, dfa_info, utf8_dfa, q):  # noqa: ANN001, ANN20
         s, u = stack[done, 0], stack[done, 1]
         done += 1
         for b in range(0x80, 0xC0):  # only continuation bytes leave a started character
-            top = _utf8_visit(dfa_trans, dfa_info, q, s, u, b, utf8_dfa, table, stack, top)
+            top = _utf8_visit(dfa_trans, byte_col, dfa_info, q, s, u, b, utf8_dfa, table, stack, top)
             if top < 0:
                 return False
     return True
 
 
 @njit(cache=True, nogil=True)
-def _walk_below(k, p, n_unc, skipped, stack, split, counts, dfa_trans, dfa_info, steps, rad,  # noqa: ANN001, ANN202
+def _walk_below(k, p, n_unc, skipped, stack, split, counts, dfa_trans, byte_col, dfa_info, steps, rad,  # noqa: ANN001, ANN202
                 rad_utf8, follow, byte, depth, nxt, tok_ptr, tok_ids, tok_lcp, below, below_utf8,  # noqa: ANN001
                 height, seq_ptr, seq_data, flips, bits, kept, lcp, cls):  # noqa: ANN001
     """``classify_tokens``' walk of node ``k``'s subtree, its parent in state ``p`` with no split
@@ -1426,7 +1433,7 @@ def _walk_below(k, p, n_unc, skipped, stack, split, counts, dfa_trans, dfa_info,
     split[d - 1] = -1
     counts[d - 1] = -NO_CAP
     _, n_sub, n_unc, n_flips, skipped = _walk_nodes(
-        k, nxt[k], 0, NO_CAP, 0, n_unc, 0, skipped, stack, split, counts, dfa_trans, dfa_info,
+        k, nxt[k], 0, NO_CAP, 0, n_unc, 0, skipped, stack, split, counts, dfa_trans, byte_col, dfa_info,
         steps, rad, rad_utf8, follow, NO_CAP, byte, depth, nxt, tok_ptr, tok_lcp, below,
         below_utf8, height, seq_ptr, seq_data, flips, kept, lcp, cls,
     )  # fmt: skip
@@ -1444,6 +1451,7 @@ def classify_loop_tokens(
     plan_acc: int,
     plan_whole: int,
     dfa_trans: np.ndarray,
+    byte_col: np.ndarray,
     dfa_info: np.ndarray,
     steps: np.ndarray,
     rad: np.ndarray,
@@ -1495,15 +1503,15 @@ def classify_loop_tokens(
     while k1 < byte.shape[0]:
         end1 = nxt[k1]
         b = byte[k1]
-        if dfa_trans[q, b] == dfa_trans[loop, b]:
+        if dfa_trans[q, byte_col[b]] == dfa_trans[loop, byte_col[b]]:
             while e < n_exits and plan_exits[e, 0] < end1:
                 k = plan_exits[e, 0]
                 first = seq_ptr[tok_ptr[k]]  # the path to k: a token below k starts with it
-                p = _read(dfa_trans, loop, seq_data, first + plan_exits[e, 1], first + depth[k] - 1)
+                p = _read(dfa_trans, byte_col, loop, seq_data, first + plan_exits[e, 1], first + depth[k] - 1)
                 e += 1
-                if dfa_trans[p, byte[k]] >= 0:
+                if dfa_trans[p, byte_col[byte[k]]] >= 0:
                     n_sub, n_unc, skipped = _walk_below(
-                        k, p, n_unc, skipped, stack, split, counts, dfa_trans, dfa_info, steps,
+                        k, p, n_unc, skipped, stack, split, counts, dfa_trans, byte_col, dfa_info, steps,
                         rad, rad_utf8, follow, byte, depth, nxt, tok_ptr, tok_ids, tok_lcp, below,
                         below_utf8, height, seq_ptr, seq_data, flips, bits, kept, lcp, cls,
                     )  # fmt: skip
@@ -1517,25 +1525,25 @@ def classify_loop_tokens(
                     n_acc -= 1
             while e < n_exits and plan_exits[e, 0] < end1:
                 e += 1
-            if dfa_trans[q, b] >= 0:
+            if dfa_trans[q, byte_col[b]] >= 0:
                 n_sub, n_unc, skipped = _walk_below(
-                    k1, q, n_unc, skipped, stack, split, counts, dfa_trans, dfa_info, steps, rad,
+                    k1, q, n_unc, skipped, stack, split, counts, dfa_trans, byte_col, dfa_info, steps, rad,
                     rad_utf8, follow, byte, depth, nxt, tok_ptr, tok_ids, tok_lcp, below,
                     below_utf8, height, seq_ptr, seq_data, flips, bits, kept, lcp, cls,
                 )  # fmt: skip
                 n_acc += n_sub
         k1 = end1
-    n_cls = _number_classes(dfa_trans, dfa_info, q, False, seq_ptr, seq_data, kept, cls, n_unc)
+    n_cls = _number_classes(dfa_trans, byte_col, dfa_info, q, False, seq_ptr, seq_data, kept, cls, n_unc)
     return n_acc, n_unc, n_cls, skipped
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _read(dfa_trans, s, data, lo, hi):  # noqa: ANN001, ANN202
+def _read(dfa_trans, byte_col, s, data, lo, hi):  # noqa: ANN001, ANN202
     """The state ``s`` steps to over ``data[lo:hi]`` (-1 once dead)."""
     for i in range(lo, hi):
         if s < 0:
             break
-        s = dfa_trans[s, data[i]]
+        s = dfa_trans[s, byte_col[data[i]]]
     return s
 
 
@@ -1570,7 +1578,7 @@ def spine_by_steps(bits, utf8, tok_ids, seq_ptr, seq_data, ids, ptr):  # noqa: A
 
 
 @njit(cache=True, nogil=True)
-def chain_states(dfa_trans, dfa_info, steps, rad_utf8, follow, q, chain):  # noqa: ANN001, ANN201
+def chain_states(dfa_trans, byte_col, dfa_info, steps, rad_utf8, follow, q, chain):  # noqa: ANN001, ANN201
     """Whether ``classify_chain_tokens`` can build ``q``'s row from the ``loop_plan`` of ``q``'s
     step set, as if ``q`` looped on it, and the chain it then reads.
 
@@ -1604,7 +1612,7 @@ def chain_states(dfa_trans, dfa_info, steps, rad_utf8, follow, q, chain):  # noq
         utf8 = utf8 and rad_utf8[s] > 0
         for b in range(256):  # the successor: where any step byte leads
             if _in_set(steps, q, b):
-                s = dfa_trans[s, b]
+                s = dfa_trans[s, byte_col[b]]
                 break
         m += 1
         accepting = accepting or dfa_info[s, 0] != 0
@@ -1620,7 +1628,7 @@ def chain_states(dfa_trans, dfa_info, steps, rad_utf8, follow, q, chain):  # noq
     if m < limit:
         for b in range(256):
             lead = utf8 and 0xC2 <= b <= 0xF4
-            if (lead or _in_set(steps, q, b)) and dfa_trans[s, b] >= 0:
+            if (lead or _in_set(steps, q, b)) and dfa_trans[s, byte_col[b]] >= 0:
                 return -1, False
     return m, utf8
 
@@ -1636,6 +1644,7 @@ def classify_chain_tokens(
     m: int,
     utf8: bool,
     dfa_trans: np.ndarray,
+    byte_col: np.ndarray,
     dfa_info: np.ndarray,
     steps: np.ndarray,
     rad: np.ndarray,
@@ -1699,14 +1708,14 @@ def classify_chain_tokens(
         p = chain[j]
         if start < depth[k] - 1:  # k is inside a character: read its first bytes
             first = seq_ptr[tok_ptr[k]]  # the path to k: a token below k starts with it
-            p = _read(dfa_trans, p, seq_data, first + start, first + depth[k] - 1)
+            p = _read(dfa_trans, byte_col, p, seq_data, first + start, first + depth[k] - 1)
             if p < 0:
                 continue
         b = byte[k]
         ends = depth[k] >= 2 and dfa_info[p, 0] != 0 and _in_bits(follow, b)  # a split at k
-        if dfa_trans[p, b] >= 0 or ends:  # (most exits die at once)
+        if dfa_trans[p, byte_col[b]] >= 0 or ends:  # (most exits die at once)
             n_sub, n_unc, skipped = _walk_below(
-                k, p, n_unc, skipped, stack, split, counts, dfa_trans, dfa_info, steps, rad,
+                k, p, n_unc, skipped, stack, split, counts, dfa_trans, byte_col, dfa_info, steps, rad,
                 rad_utf8, follow, byte, depth, nxt, tok_ptr, tok_ids, tok_lcp, below,
                 below_utf8, height, seq_ptr, seq_data, flips, bits, kept, lcp, cls,
             )  # fmt: skip
@@ -1721,7 +1730,7 @@ def classify_chain_tokens(
                 i += 1
                 word ^= low
     n_cls = _number_classes(
-        dfa_trans, dfa_info, chain[0], False, seq_ptr, seq_data, kept, cls, n_unc
+        dfa_trans, byte_col, dfa_info, chain[0], False, seq_ptr, seq_data, kept, cls, n_unc
     )
     return n_acc, n_unc, n_cls, skipped
 
@@ -1781,7 +1790,7 @@ def _common_prefix(seq_ptr, seq_data, a, b):  # noqa: ANN001, ANN202
 
 
 @njit(cache=True, nogil=True)
-def _number_classes(dfa_trans, dfa_info, q, counted, seq_ptr, seq_data, tokens, cls, n):  # noqa: ANN001, ANN202
+def _number_classes(dfa_trans, byte_col, dfa_info, q, counted, seq_ptr, seq_data, tokens, cls, n):  # noqa: ANN001, ANN202
     """Number the suffix classes of the tokens at trie positions ``tokens[:n]`` (their bytes are
     ``seq_data[seq_ptr[j]:seq_ptr[j + 1]]``, read in trie order): on entry ``cls[i]`` is token
     i's split, on exit its class (equal DFA state from ``q`` at the split, with ``counted`` also
@@ -1805,7 +1814,7 @@ def _number_classes(dfa_trans, dfa_info, q, counted, seq_ptr, seq_data, tokens, 
         chars = 0
         for p in range(seq_ptr[t], lo):
             chars += dfa_info[state, 3]
-            state = dfa_trans[state, seq_data[p]]
+            state = dfa_trans[state, byte_col[seq_data[p]]]
         if not counted:
             chars = 0
         h = np.uint64(state * 1024 + chars) * np.uint64(0x9E3779B97F4A7C15)
@@ -1844,6 +1853,7 @@ def _number_classes(dfa_trans, dfa_info, q, counted, seq_ptr, seq_data, tokens, 
 @njit(cache=True, nogil=True)
 def sub_dfa_signature(
     dfa_trans: np.ndarray,
+    byte_col: np.ndarray,
     dfa_info: np.ndarray,
     q: int,
     order: np.ndarray,
@@ -1879,9 +1889,9 @@ def sub_dfa_signature(
         n += 1
         b = 0
         while b < 256:
-            t = dfa_trans[s, b]
+            t = dfa_trans[s, byte_col[b]]
             e = b + 1
-            while e < 256 and dfa_trans[s, e] == t:
+            while e < 256 and dfa_trans[s, byte_col[e]] == t:
                 e += 1
             if t >= 0:
                 if label[t] < 0:

@@ -145,22 +145,23 @@ class LoopPlans:
 _LOOP_PLANS = LoopPlans()
 
 
-def _successor(dfa_trans: np.ndarray, steps: np.ndarray, s: int) -> int:
+def _successor(dfa_trans: np.ndarray, byte_col: np.ndarray, steps: np.ndarray, s: int) -> int:
     """``_kernels.chain_sets``' successor of ``s``: where its step bytes lead (-1: none)."""
     row = steps[s]
     if not row.any():
         return -1
     word = int(np.flatnonzero(row)[0])
     lowest = int(row[word]) & -int(row[word])
-    return int(dfa_trans[s, 64 * word + lowest.bit_length() - 1])
+    return int(dfa_trans[s, byte_col[64 * word + lowest.bit_length() - 1]])
 
 
-def loop_state(dfa_trans: np.ndarray, dfa_info: np.ndarray, steps: np.ndarray, q: int) -> int:
+def loop_state(dfa_trans: np.ndarray, byte_col: np.ndarray, dfa_info: np.ndarray,
+               steps: np.ndarray, q: int) -> int:
     """The state whose ``LoopPlan`` ``q``'s walk can follow (``_kernels.classify_loop_tokens``):
     ``q``'s successor (``q`` itself, or the loop a string's first character leads to), when it
     is its own successor and does not accept; else -1."""
-    loop = _successor(dfa_trans, steps, q)
-    if loop < 0 or _successor(dfa_trans, steps, loop) != loop or dfa_info[loop, 0]:
+    loop = _successor(dfa_trans, byte_col, steps, q)
+    if loop < 0 or _successor(dfa_trans, byte_col, steps, loop) != loop or dfa_info[loop, 0]:
         return -1
     return loop
 
@@ -199,7 +200,7 @@ class TerminalChains:
                 for out, part in zip((steps, rad, rad_utf8), hit[1], strict=True):
                     out[lo:hi] = part
                 return
-        K.chain_sets_between(t.dfa_trans, UTF8_DFA, steps, rad, rad_utf8, lo, hi)
+        K.chain_sets_between(t.dfa_trans, t.byte_col, UTF8_DFA, steps, rad, rad_utf8, lo, hi)
         if big:
             self._keep(packed, (steps[lo:hi].copy(), rad[lo:hi].copy(), rad_utf8[lo:hi].copy()))
 
@@ -388,7 +389,7 @@ class MaskCache:
             return None
         t = self._tables
         n = K.sub_dfa_signature(
-            t.dfa_trans, t.dfa_info, q, self._sig_order, self._sig_label, self._sig_out
+            t.dfa_trans, t.byte_col, t.dfa_info, q, self._sig_order, self._sig_label, self._sig_out
         )
         return self._sig_out[:n].tobytes() if n >= 0 else None
 
@@ -410,7 +411,7 @@ class MaskCache:
         bits = np.empty(self.words, dtype=np.uint32)
         t = self._tables
         if budget < 0 and count == -K.NO_CAP:
-            loop = loop_state(t.dfa_trans, t.dfa_info, self._steps, q)
+            loop = loop_state(t.dfa_trans, t.byte_col, t.dfa_info, self._steps, q)
             if loop >= 0:
                 return self._loop_walk(q, loop, follow, scratch, bits)
             row = self._chain_walk(q, follow, scratch, bits)
@@ -418,6 +419,7 @@ class MaskCache:
                 return row
         n_acc, n_unc, n_cls, skipped = K.classify_tokens(
             t.dfa_trans,
+            t.byte_col,
             t.dfa_info,
             self._steps,
             self._rad,
@@ -461,7 +463,7 @@ class MaskCache:
         spine accepts more tokens than a bitset has words (else the plain walk, which also
         writes the id list)."""
         trie, t = self._trie, self._tables
-        utf8 = bool(K.loops_through_utf8(t.dfa_trans, t.dfa_info, UTF8_DFA, loop))
+        utf8 = bool(K.loops_through_utf8(t.dfa_trans, t.byte_col, t.dfa_info, UTF8_DFA, loop))
         plan = _LOOP_PLANS.get(self._fingerprint, trie, self._steps[loop], int(self._rad[loop]),
                                int(self._rad_utf8[loop]), utf8, self.words)  # fmt: skip
         if plan.accepted <= self.words:
@@ -469,8 +471,8 @@ class MaskCache:
             assert row is not None
             return row
         n_acc, n_unc, n_cls, skipped = K.classify_loop_tokens(
-            plan.exits, plan.bits, plan.accepted, plan.whole, t.dfa_trans, t.dfa_info, self._steps,
-            self._rad, self._rad_utf8, q, loop, follow,
+            plan.exits, plan.bits, plan.accepted, plan.whole, t.dfa_trans, t.byte_col, t.dfa_info,
+            self._steps, self._rad, self._rad_utf8, q, loop, follow,
             trie.max_depth, trie.byte, trie.depth, trie.next, trie.tok_ptr, trie.tok_ids,
             trie.tok_lcp, trie.below, trie.below_utf8, trie.height, trie.seq_ptr, trie.seq_data,
             scratch.flips, bits, scratch.pos, scratch.lcp, scratch.cls,
@@ -485,8 +487,8 @@ class MaskCache:
         a bitset has words; None where it does not apply."""
         trie, t = self._trie, self._tables
         chain = np.empty(trie.max_depth + 1, dtype=np.int64)
-        m, utf8 = K.chain_states(t.dfa_trans, t.dfa_info, self._steps, self._rad_utf8, follow, q,
-                                 chain)  # fmt: skip
+        m, utf8 = K.chain_states(t.dfa_trans, t.byte_col, t.dfa_info, self._steps, self._rad_utf8,
+                                 follow, q, chain)  # fmt: skip
         if m < 0:
             return None
         plan = _LOOP_PLANS.get(self._fingerprint, trie, self._steps[q], K.RAD_INF,
@@ -495,7 +497,7 @@ class MaskCache:
             return None
         n_acc, n_unc, n_cls, skipped = K.classify_chain_tokens(
             plan.exits, plan.bits, plan.spine_ids, plan.spine_ptr, plan.whole, chain, m, utf8,
-            t.dfa_trans, t.dfa_info, self._steps, self._rad, self._rad_utf8, follow,
+            t.dfa_trans, t.byte_col, t.dfa_info, self._steps, self._rad, self._rad_utf8, follow,
             trie.max_depth, trie.byte, trie.depth, trie.next, trie.tok_ptr, trie.tok_ids,
             trie.tok_lcp, trie.below, trie.below_utf8, trie.height, trie.seq_ptr, trie.seq_data,
             scratch.flips, scratch.acc, bits, scratch.pos, scratch.lcp, scratch.cls,
@@ -572,7 +574,7 @@ def _kernel_info(t: EarleyTables, max_depth: int) -> tuple[np.ndarray, CapSlots]
         cap = int(t.term_cap[term])
         lo, hi = int(t.term_start[term]), int(ends[term])
         needed = np.empty(hi - lo, dtype=np.int64)
-        K.chars_needed(t.dfa_trans, t.dfa_accept, info[:, 3], lo, hi, needed)
+        K.chars_needed(t.dfa_trans, t.byte_col, t.dfa_accept, info[:, 3], lo, hi, needed)
         if needed[0] > cap:  # a scan would start alive but never accept: fail closed
             raise GrammarError(
                 f"capped terminal {term} needs {needed[0]} characters, cap {cap}",
@@ -613,6 +615,7 @@ class Runtime:
             nt_items=t.nt_items,
             nullable=t.nullable,
             dfa_trans=t.dfa_trans,
+            byte_col=t.byte_col,
             dfa_info=dfa_info,
             term_start=t.term_start,
             follow_bytes=t.follow_bytes,

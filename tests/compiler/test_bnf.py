@@ -137,7 +137,8 @@ def test_trimming_numbering_and_follow_bytes_match_the_fixpoints(
     trans = np.full((max(len(old_t), 1), 256), -1, np.int32)
     for t, o in enumerate(old_t):
         trans[t, sorted(firsts[o])] = 0
-    bits = follow_bytes(nt_ptr, nt_items, item_next, nullable, trans, term_start)
+    bits = follow_bytes(nt_ptr, nt_items, item_next, nullable, trans,
+                        np.arange(256, dtype=np.uint8), term_start)
     follow = _follow(kept, nullable_old, firsts)
     for t, o in enumerate(old_t):
         words = [int(w) for w in bits[t]]

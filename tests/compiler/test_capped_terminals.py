@@ -260,7 +260,7 @@ def test_capped_rules_past_the_group_limit_are_lexed_whole() -> None:
     g = Grammar({"start": seq(lit('"'), Capped(entry, 500), lit('"')), **body})
     small = CompileLimits(max_group_size=50)  # far below the automaton's 100 rules
     t, grouped = build_tables(g, limits=small), build_tables(g)
-    assert _capped_terms(t) and np.array_equal(t.dfa_trans, grouped.dfa_trans)
+    assert _capped_terms(t) and np.array_equal(t.byte_table, grouped.byte_table)
     nested = Grammar({"start": Capped(Ref("q"), 3), "q": choice(lit("a"), seq(Ref("r"), lit("b"))),
                       "r": seq(lit("c"), Ref("q"))})
     with pytest.raises(GrammarError, match="not regular"):
@@ -351,7 +351,7 @@ def _capped_accepts(t: EarleyTables, text: str) -> bool:
             n += 1
             if n > cap:
                 return False
-        q = int(t.dfa_trans[q, byte])
+        q = int(t.byte_table[q, byte])
         if q < 0:
             return False
     return bool(t.dfa_accept[q])

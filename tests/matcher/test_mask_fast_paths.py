@@ -41,6 +41,7 @@ from grammarsd.tokenizer.trie import TokenTrie
 # --------------------------------------------------------------------------- uncertain tokens
 
 BYTES = (0x61, 0x62, 0x63)  # a, b, c
+EACH_BYTE = np.arange(256, dtype=np.uint8)  # the columns of a byte table: one per byte
 
 
 @st.composite
@@ -98,7 +99,7 @@ def test_uncertain_tokens_and_classes_match_their_definition(case) -> None:  # n
         bits = np.empty((n + 31) // 32, dtype=np.uint32)
         flips = np.empty(trie.num_nodes + 2, dtype=np.int32)
         n_acc, n_unc, n_cls, _ = K.classify_tokens(
-            trans, info, *no_skips, q, follow, -K.NO_CAP, K.NO_CAP, trie.num_nodes, trie.max_depth, trie.byte,
+            trans, EACH_BYTE, info, *no_skips, q, follow, -K.NO_CAP, K.NO_CAP, trie.num_nodes, trie.max_depth, trie.byte,
             trie.depth, trie.next, trie.tok_ptr, trie.tok_ids, trie.tok_lcp, trie.below,
             trie.below_utf8, trie.height, trie.tok_bits, trie.seq_ptr, trie.seq_data, flips, ids, bits,
             *out,

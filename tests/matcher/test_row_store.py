@@ -22,6 +22,7 @@ from grammarsd.matcher.runtime import runtime
 from grammarsd.tokenizer.info import TokenizerInfo
 
 BYTES = (0x61, 0x62, 0x63)  # the alphabet of the random DFAs: a, b, c
+EACH_BYTE = np.arange(256, dtype=np.uint8)  # the columns of a byte table: one per byte
 
 
 def _signature(trans: np.ndarray, accept: np.ndarray, q: int, max_states: int = 64) -> bytes | None:
@@ -29,7 +30,7 @@ def _signature(trans: np.ndarray, accept: np.ndarray, q: int, max_states: int = 
     info[:, 0] = accept
     label = np.full(trans.shape[0], -1, dtype=np.int32)
     out = np.empty(4096, dtype=np.int32)
-    n = K.sub_dfa_signature(trans, info, q, np.empty(max_states, np.int32), label, out)
+    n = K.sub_dfa_signature(trans, EACH_BYTE, info, q, np.empty(max_states, np.int32), label, out)
     assert (label == -1).all()  # the scratch labels are restored
     return None if n < 0 else out[:n].tobytes()
 
@@ -209,9 +210,9 @@ def test_states_of_terminals_past_the_signature_bound_are_walked(
     asked: list[int] = []
     signature = K.sub_dfa_signature
 
-    def spy(trans, info, q, *rest):  # noqa: ANN001, ANN202
+    def spy(trans, byte_col, info, q, *rest):  # noqa: ANN001, ANN202
         asked.append(int(q))
-        return signature(trans, info, q, *rest)
+        return signature(trans, byte_col, info, q, *rest)
 
     monkeypatch.setattr(K, "sub_dfa_signature", spy)
     compiled = gs.compile_grammar('start: "k" start "y" | /[ab]{0,20}/', VOCAB, cache=False)
@@ -269,9 +270,9 @@ def test_rows_are_shared_only_for_the_same_follow_bytes(
     walked: list[int] = []
     classify, classify_chain = K.classify_tokens, K.classify_chain_tokens
 
-    def spy(trans, info, steps, rad, rad_utf8, q, *rest):  # noqa: ANN001, ANN202
+    def spy(trans, byte_col, info, steps, rad, rad_utf8, q, *rest):  # noqa: ANN001, ANN202
         walked.append(int(q))
-        return classify(trans, info, steps, rad, rad_utf8, q, *rest)
+        return classify(trans, byte_col, info, steps, rad, rad_utf8, q, *rest)
 
     def chain_spy(*args):  # noqa: ANN002, ANN202
         walked.append(int(args[5][0]))  # the chain's first state

@@ -35,6 +35,7 @@ PIECES = [b"a", b"b", b" ", b'"', b"\\", "é".encode(), "€".encode(), "😀".e
           b"\xc3", b"\xa9", b"\xe2\x82", b"\x9f\x98\x80", b"\xed\xa0\x80", b"\xff"]  # fmt: skip
 STRING_BODY = r'"[^"\\]*"'  # its second DFA state loops on printable ASCII and every character
 ANY_BYTE = np.full(4, 2**64 - 1, dtype=np.uint64)  # a FOLLOW set: every byte may follow
+EACH_BYTE = np.arange(256, dtype=np.uint8)  # the columns of a byte table: one per byte
 COUNTED = r'[^"\\]{0,20}'  # state k (k characters read) steps to k + 1 on every character
 
 
@@ -90,7 +91,7 @@ def _walk(
     out = [np.empty(v, dtype=np.int32) for _ in range(3)]
     flips = np.empty(trie.num_nodes + 2, dtype=np.int32)
     n_acc, n_unc, _, skipped = K.classify_tokens(
-        trans, dfa_info, steps, rad, rad_utf8, q, ANY_BYTE, -K.NO_CAP, K.NO_CAP,
+        trans, EACH_BYTE, dfa_info, steps, rad, rad_utf8, q, ANY_BYTE, -K.NO_CAP, K.NO_CAP,
         trie.num_nodes if budget is None else budget, trie.max_depth, trie.byte, trie.depth,
         trie.next, trie.tok_ptr, trie.tok_ids, trie.tok_lcp, trie.below, trie.below_utf8,
         trie.height, trie.tok_bits, trie.seq_ptr, trie.seq_data, flips, ids, bits, *out,
@@ -121,7 +122,7 @@ def _no_chains(n_states: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _chain_sets(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     steps, rad, rad_utf8 = _no_chains(trans.shape[0])
-    K.chain_sets(trans, UTF8_DFA, steps, rad, rad_utf8)
+    K.chain_sets(trans, EACH_BYTE, UTF8_DFA, steps, rad, rad_utf8)
     return steps, rad, rad_utf8
 
 
@@ -162,7 +163,7 @@ def _regex_dfa(pattern: str) -> tuple[np.ndarray, np.ndarray]:
     vocab = TokenizerInfo.from_token_bytes([b"", b"a"], eos_ids=[0], special_ids=[0])
     t = gs.compile_regex(pattern, vocab, cache=False).tables
     assert t.term_start.tolist() == [0]
-    return t.dfa_trans, t.dfa_accept.astype(np.int32)
+    return t.byte_table, t.dfa_accept.astype(np.int32)
 
 
 def _string_body_dfa() -> tuple[np.ndarray, np.ndarray]:
@@ -382,11 +383,11 @@ def test_kept_terminal_chains_equal_a_reading_of_the_whole_table() -> None:
               for t in (one, two)]
     assert places[0] != places[1]  # one DFA (the DFA cache's), placed apart
     for t in (one, two, two):
-        n = t.dfa_trans.shape[0]
+        n = t.byte_table.shape[0]
         kept, oracle = _zeroed(n), _zeroed(n)
         for term in range(len(t.term_dfas)):
             chains.fill(t, term, *kept)
-        K.chain_sets(t.dfa_trans, UTF8_DFA, *oracle)
+        K.chain_sets(t.byte_table, EACH_BYTE, UTF8_DFA, *oracle)
         assert all(np.array_equal(a, b) for a, b in zip(kept, oracle, strict=True))
     assert len(chains._items) == 1  # read once, then copied
 
@@ -409,8 +410,8 @@ def test_a_terminal_is_read_when_a_row_of_its_states_is_first_asked_for() -> Non
         assert not cache._rad[lo:hi].any()
         assert matcher.accept_token(token)
     matcher.fill_next_token_bitmask(bitmask)
-    oracle = _zeroed(t.dfa_trans.shape[0])
-    K.chain_sets(t.dfa_trans, UTF8_DFA, *oracle)
+    oracle = _zeroed(t.byte_table.shape[0])
+    K.chain_sets(t.byte_table, EACH_BYTE, UTF8_DFA, *oracle)
     assert oracle[1][lo:hi].any()
     for kept, whole in zip((cache._steps, cache._rad, cache._rad_utf8), oracle, strict=True):
         assert np.array_equal(kept[lo:hi], whole[lo:hi])
@@ -601,7 +602,7 @@ def test_a_counter_takes_exactly_the_subtrees_that_fit() -> None:
 def _json_string_chain(compiled: gs.CompiledGrammar) -> list[int]:
     """The longest chain of states that "a" leads through: in a JSON string with a maxLength,
     a ``\\u`` escape's hex digits, then the counting states (at least one character read)."""
-    trans = compiled.tables.dfa_trans
+    trans = compiled.tables.byte_table
     return max((_chain(trans, q, ord("a")) for q in range(trans.shape[0])), key=len)
 
 
@@ -610,7 +611,7 @@ def test_llama3_json_rows_equal_the_per_token_oracle(llama3_info: TokenizerInfo)
                                                "c": {"type": "string", "maxLength": 24}}}  # fmt: skip
     compiled = gs.compile_json_schema(schema, llama3_info, cache=False)
     trie = compiled.trie
-    trans = compiled.tables.dfa_trans
+    trans = compiled.tables.byte_table
     accept = compiled.tables.dfa_accept.astype(np.int32)
     steps, rad, rad_utf8 = _chain_sets(trans)
     sizes = [len(_members(steps[s])) for s in range(trans.shape[0])]
@@ -676,10 +677,10 @@ def _check_loop_row(trans: np.ndarray, accept: np.ndarray, q: int, info: Tokeniz
     exits."""
     steps, rad, rad_utf8 = _chain_sets(trans)
     dfa_info = _dfa_info(accept)
-    loop = runtime_module.loop_state(trans, dfa_info, steps, q)
+    loop = runtime_module.loop_state(trans, EACH_BYTE, dfa_info, steps, q)
     assert loop >= 0
     if utf8 is None:
-        utf8 = K.loops_through_utf8(trans, dfa_info, UTF8_DFA, loop)
+        utf8 = K.loops_through_utf8(trans, EACH_BYTE, dfa_info, UTF8_DFA, loop)
     v = info.vocab_size
     words = (v + 31) // 32
     plan_bits = np.empty(words, dtype=np.uint32)
@@ -690,7 +691,7 @@ def _check_loop_row(trans: np.ndarray, accept: np.ndarray, q: int, info: Tokeniz
     bits = np.full(words, 0xDEADBEEF, dtype=np.uint32)
     out = [np.empty(v, dtype=np.int32) for _ in range(3)]
     n_acc, n_unc, n_cls, _ = K.classify_loop_tokens(
-        exits[:n_exits], plan_bits, plan_acc, whole, trans, dfa_info, steps, rad, rad_utf8, q, loop,
+        exits[:n_exits], plan_bits, plan_acc, whole, trans, EACH_BYTE, dfa_info, steps, rad, rad_utf8, q, loop,
         ANY_BYTE, trie.max_depth, trie.byte, trie.depth, trie.next, trie.tok_ptr, trie.tok_ids,
         trie.tok_lcp, trie.below, trie.below_utf8, trie.height, trie.seq_ptr, trie.seq_data,
         np.empty(trie.num_nodes + 2, dtype=np.int32), bits, *out)
@@ -726,7 +727,7 @@ def _looping_states(trans: np.ndarray, accept: np.ndarray) -> list[int]:
     steps, _, _ = _chain_sets(trans)
     info = _dfa_info(accept)
     return [q for q in range(trans.shape[0])
-            if runtime_module.loop_state(trans, info, steps, q) >= 0]
+            if runtime_module.loop_state(trans, EACH_BYTE, info, steps, q) >= 0]
 
 
 @pytest.mark.parametrize("seed", range(16))
@@ -743,7 +744,7 @@ def test_loop_plan_rows_of_perturbed_string_bodies_equal_the_oracle(seed: int) -
 def test_loops_through_utf8_matches_the_character_oracle(seed: int) -> None:
     trans, accept = _perturbed(seed) if seed else _string_body_dfa()
     info = _dfa_info(accept)
-    answers = [bool(K.loops_through_utf8(trans, info, UTF8_DFA, q)) for q in range(len(trans))]
+    answers = [bool(K.loops_through_utf8(trans, EACH_BYTE, info, UTF8_DFA, q)) for q in range(len(trans))]
     assert answers == [_loops_through_utf8_oracle(trans, accept, q) for q in range(len(trans))]
     if seed == 0:
         assert answers[int(trans[0, ord('"')])]  # the string body loops through characters
@@ -753,9 +754,9 @@ def test_an_accepting_middle_of_a_character_ends_the_utf8_spine() -> None:
     trans, accept = _string_body_dfa()
     body = int(trans[0, ord('"')])
     info = _dfa_info(accept)
-    assert K.loops_through_utf8(trans, info, UTF8_DFA, body)
+    assert K.loops_through_utf8(trans, EACH_BYTE, info, UTF8_DFA, body)
     info[int(trans[body, 0xC3]), 0] = 1
-    assert not K.loops_through_utf8(trans, info, UTF8_DFA, body)
+    assert not K.loops_through_utf8(trans, EACH_BYTE, info, UTF8_DFA, body)
 
 
 @settings(max_examples=60, deadline=None)
@@ -769,7 +770,7 @@ def test_loop_plan_rows_of_random_dfas_equal_the_oracle(dfa: tuple[np.ndarray, n
 def test_llama3_string_body_plan_reads_few_exits(llama3_info: TokenizerInfo) -> None:
     schema = {"type": "object", "properties": {"s": {"type": "string"}}}
     compiled = gs.compile_json_schema(schema, llama3_info, cache=False)
-    trans = compiled.tables.dfa_trans
+    trans = compiled.tables.byte_table
     accept = compiled.tables.dfa_accept.astype(np.int32)
     looping = _looping_states(trans, accept)
     body = max(looping, key=lambda q: int((trans[q] == q).sum()))
@@ -786,7 +787,7 @@ def test_a_state_before_a_loop_follows_its_plan(pattern: str) -> None:
     after_quote = int(trans[0, ord('"')])
     steps, _, _ = _chain_sets(trans)
     info = _dfa_info(accept)
-    loop = runtime_module.loop_state(trans, info, steps, after_quote)
+    loop = runtime_module.loop_state(trans, EACH_BYTE, info, steps, after_quote)
     assert loop not in (-1, after_quote)
     for seed in range(4):
         vocab = TokenizerInfo.from_token_bytes(_toy_tokens(seed), eos_ids=[0], special_ids=[0])
@@ -811,7 +812,7 @@ def _chain_row(trans: np.ndarray, accept: np.ndarray, q: int, info: TokenizerInf
     steps, rad, rad_utf8 = _chain_sets(trans)
     dfa_info = _dfa_info(accept)
     chain = np.empty(trie.max_depth + 1, dtype=np.int64)
-    m, utf8 = K.chain_states(trans, dfa_info, steps, rad_utf8, follow, q, chain)
+    m, utf8 = K.chain_states(trans, EACH_BYTE, dfa_info, steps, rad_utf8, follow, q, chain)
     if m < 0:
         return None
     v = info.vocab_size
@@ -831,7 +832,7 @@ def _chain_row(trans: np.ndarray, accept: np.ndarray, q: int, info: TokenizerInf
     ids = np.full(words, -1, dtype=np.int32)
     out = [np.empty(v, dtype=np.int32) for _ in range(3)]
     n_acc, n_unc, n_cls, _ = K.classify_chain_tokens(
-        exits[:n_exits], plan_bits, spine_ids, spine_ptr, whole, chain, m, utf8, trans, dfa_info,
+        exits[:n_exits], plan_bits, spine_ids, spine_ptr, whole, chain, m, utf8, trans, EACH_BYTE, dfa_info,
         steps, rad, rad_utf8, follow, trie.max_depth, trie.byte, trie.depth, trie.next,
         trie.tok_ptr, trie.tok_ids, trie.tok_lcp, trie.below, trie.below_utf8, trie.height,
         trie.seq_ptr, trie.seq_data, np.empty(trie.num_nodes + 2, dtype=np.int32), ids, bits, *out)
@@ -914,7 +915,7 @@ def test_chain_states_refuse_what_the_spine_cannot_describe() -> None:
     def room(trans: np.ndarray = trans, accept: np.ndarray = accept,
              follow: np.ndarray = QUOTE) -> int:
         steps, _, rad_utf8 = _chain_sets(trans)
-        return K.chain_states(trans, _dfa_info(accept), steps, rad_utf8, follow, q, chain)[0]
+        return K.chain_states(trans, EACH_BYTE, _dfa_info(accept), steps, rad_utf8, follow, q, chain)[0]
 
     assert room() == 12 and chain[12] == _chain(trans, 0, ord("a"))[-1]
     end = int(chain[12])
@@ -931,7 +932,7 @@ def test_chain_states_refuse_what_the_spine_cannot_describe() -> None:
     high_follows = QUOTE.copy()
     high_follows[3] = np.uint64(1)  # byte 0xC0 may follow: a character may not split
     assert room(follow=high_follows) == -1
-    assert K.chain_states(trans, _dfa_info(accept), steps, rad_utf8, QUOTE, q,
+    assert K.chain_states(trans, EACH_BYTE, _dfa_info(accept), steps, rad_utf8, QUOTE, q,
                           np.empty(6, dtype=np.int64)) == (5, True)  # cut where tokens end
 
 
@@ -961,7 +962,7 @@ def test_llama3_counting_rows_follow_the_chain_plan(
     cache uses it."""
     schema = {"type": "object", "properties": {"c": {"type": "string", "maxLength": 6}}}
     compiled = gs.compile_json_schema(schema, llama3_info, cache=False)
-    trans = compiled.tables.dfa_trans
+    trans = compiled.tables.byte_table
     accept = compiled.tables.dfa_accept.astype(np.int32)
     follow = compiled.tables.follow_bytes[compiled.tables.state_term]
     counting = [q for q in _json_string_chain(compiled) if _chain_sets(trans)[2][q]]
