@@ -75,6 +75,7 @@ from grammarsd.compiler._bnf import END
 from grammarsd.compiler.dfa_cache import DFA_CACHE, PackedDfa, Variant, fingerprint, rules_digest
 from grammarsd.compiler.lexer import RuleSet
 from grammarsd.errors import EmptyLanguageError, GrammarError, GrammarTooLargeError
+from grammarsd.grammar._canonical import joint_classes
 from grammarsd.grammar.automata import CharDFA
 from grammarsd.grammar.encodings import decoded_class
 from grammarsd.grammar.ir import (
@@ -1162,19 +1163,11 @@ def _joint_columns(classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pra
     """The coarsest partition of the bytes that refines each row of ``classes`` (uint8
     [T, 256]: every terminal's byte classes), as ``(byte_col uint8 [256], first int64 [K])``:
     columns numbered by first occurrence, ``first[c]`` the lowest byte of column ``c``. One
-    pass per terminal: a byte's new column is its (old column, class) pair's number."""
+    pass per terminal: a byte's new column is the number of its (old column, class) pair."""
     col = np.zeros(256, np.int64)
-    k = 1
     for t in range(classes.shape[0]):
-        pair = np.full((k, classes[t].max() + 1), -1, np.int64)
-        k = 0
-        for b in range(256):
-            c, d = col[b], classes[t, b]
-            if pair[c, d] < 0:
-                pair[c, d] = k
-                k += 1
-            col[b] = pair[c, d]
-    first = np.full(k, -1, np.int64)
+        col = joint_classes(col, classes[t])[0]
+    first = np.full(col.max() + 1, -1, np.int64)
     for b in range(255, -1, -1):
         first[col[b]] = b
     return col.astype(np.uint8), first

@@ -722,6 +722,28 @@ def product(t1: np.ndarray, t2: np.ndarray, acc1: np.ndarray, acc2: np.ndarray,
 
 
 @njit(cache=True, nogil=True)
+def joint_classes(a: np.ndarray, b: np.ndarray) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """The bytes grouped by their pair of classes ``(a[x], b[x])`` under two byte -> class maps
+    ([256] each), numbered by first occurrence: ``(joint int64 [256], a_of int64 [K], b_of
+    int64 [K])``, joint class ``c`` being the pair ``(a_of[c], b_of[c])``."""
+    pair = np.full((a.max() + 1, b.max() + 1), -1, np.int64)
+    joint = np.empty(256, np.int64)
+    a_of = np.empty(256, np.int64)
+    b_of = np.empty(256, np.int64)
+    k = 0
+    for x in range(256):
+        h, t = a[x], b[x]
+        if pair[h, t] < 0:
+            pair[h, t] = k
+            a_of[k] = h
+            b_of[k] = t
+            k += 1
+        joint[x] = pair[h, t]
+    return joint, a_of[:k], b_of[:k]
+
+
+@njit(cache=True, nogil=True)
 def concatenation(head_table: np.ndarray, head_classes: np.ndarray, head_accept: np.ndarray,
                   tail_table: np.ndarray, tail_classes: np.ndarray, tail_accept: np.ndarray,
                   ) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
@@ -738,19 +760,8 @@ def concatenation(head_table: np.ndarray, head_classes: np.ndarray, head_accept:
         starts, run_class, first = column_classes(head_table)
         head_classes = _class_of_column(starts, run_class).astype(np.uint8)
         head_table = np.ascontiguousarray(head_table[:, first])
-    pair = np.full((head_table.shape[1], tail_table.shape[1]), -1, np.int64)
-    joint = np.empty(256, np.int64)  # byte -> class of the pair of sides' classes
-    head_of = np.empty(256, np.int64)
-    tail_of = np.empty(256, np.int64)
-    k = 0
-    for b in range(256):
-        h, t = head_classes[b], tail_classes[b]
-        if pair[h, t] < 0:
-            pair[h, t] = k
-            head_of[k] = h
-            tail_of[k] = t
-            k += 1
-        joint[b] = pair[h, t]
+    joint, head_of, tail_of = joint_classes(head_classes, tail_classes)
+    k = head_of.shape[0]
     n, m = head_table.shape[0], tail_table.shape[0]
     trans = np.empty((n + m, k), np.int32)
     for s in range(n):
