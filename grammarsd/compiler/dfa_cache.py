@@ -288,7 +288,9 @@ class DfaCache:
         """The DFA of ``expr`` (``build_byte_dfa(expr, nonempty=True, ...)``), packed as the
         tables take it (``tables._place``); ``digest`` is ``rules_digest(rules)`` where the
         caller keeps it. With a ``variant``, the DFA of ``variant.rewrite(expr)``, keyed by
-        ``expr`` and the variant's tag: the rewrite runs only on a miss."""
+        ``expr`` and the variant's tag: the rewrite runs only on a miss. The caller rewrites
+        ``rules`` (a function of the rules and the variant: ``digest`` names them before the
+        rewrite), so a lexeme with rules is never taken for one the variant leaves alone."""
         if digest is None:
             digest = rules_digest(rules)
         tag = b"" if variant is None else variant.tag
@@ -298,7 +300,7 @@ class DfaCache:
             # an expression the variant leaves alone shares the plain entry (asked on a miss
             # only: ``touches`` walks the expression); under both keys its bytes count twice,
             # so the bound stays an upper bound
-            if variant is not None and not variant.touches(expr):
+            if variant is not None and not rules and not variant.touches(expr):
                 plain = ("terminal", fingerprint(expr) + digest, max_states)
                 packed = self._lookup(plain)
                 if packed is None:

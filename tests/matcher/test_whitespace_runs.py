@@ -54,6 +54,12 @@ SCHEMAS = {
         "a": {"type": "boolean"}, "b": {"type": ["null", "string"]}},
         "additionalProperties": False}, "maxItems": 3},
     "const": {"enum": [{"a": [1, True]}, [], "a b"]},
+    # the items' member automata are one right-linear rule group, lexed whole with the array
+    "alternatives": {"type": "array", "items": {"anyOf": [
+        {"type": "object", "properties": {"a": {"type": "boolean"}, "b": {"type": "string"}},
+         "additionalProperties": False},
+        {"type": "object", "properties": {"a": {"type": "null"}, "c": {"type": "integer"}},
+         "additionalProperties": False}]}},
 }
 
 
@@ -175,8 +181,10 @@ def test_whole_texts_are_judged_by_their_runs() -> None:
     assert seen == {True, False}
 
 
-def test_bounded_gaps_leave_the_dfas_unbounded() -> None:
-    schema = SCHEMAS["object"]
+@pytest.mark.parametrize("name", ["object", "alternatives"])
+def test_bounded_gaps_leave_the_dfas_unbounded(name: str) -> None:
+    """Also inside a rule group's bodies (``alternatives``: the array is one terminal)."""
+    schema = SCHEMAS[name]
     tables = compile_json_schema(schema, VOCAB, max_whitespace=32, cache=False).tables
     assert tables.ws_bound == 32
     plain = compile_ir(schema_to_grammar(schema), VOCAB, cache=False).tables
