@@ -1,5 +1,6 @@
-"""The lowering's per-node analyses (repeat expansions, whitespace gaps), kept on IR nodes so
-a sub-expression shared across grammars is read once: checked against plain recursive oracles."""
+"""The lowering's per-node analyses (lexer sizes, repeat expansions, whitespace gaps), kept on IR
+nodes so a sub-expression shared across grammars is read once: checked against plain recursive
+oracles."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import random
 
 import pytest
 
-from grammarsd.compiler.tables import _expansions, _gap_bounds, _OpenGaps
+from grammarsd.compiler.tables import _expansions, _gap_bounds, _lexer_nodes, _OpenGaps
 from grammarsd.grammar.encodings import decoded_class, encode_class
 from grammarsd.grammar.ir import (
     Capped,
@@ -44,6 +45,13 @@ def _oracle_expansions(e: Expr) -> tuple[int, int]:
     return exp, inner
 
 
+def _oracle_nodes(e: Expr) -> int:
+    """Tree nodes, a JSON-encoded character one."""
+    if decoded_class(e) is not None:
+        return 1
+    return 1 + sum(_oracle_nodes(k) for k in children(e))
+
+
 def _oracle_gaps(e: Expr) -> set[int]:
     if isinstance(e, Repeat) and e.min == 0 and e.max is not None and e.item == WS:
         return {e.max}
@@ -76,6 +84,7 @@ def test_node_answers_match_the_definitions(seed: int) -> None:
     for root in (e, shared, e):  # the second time from the kept answers
         assert _expansions(root) == _oracle_expansions(root)
         assert _gap_bounds(root) == _oracle_gaps(root)
+        assert _lexer_nodes(root) == _oracle_nodes(root)
 
 
 def test_gap_free_lexemes_are_left_as_they_are() -> None:
