@@ -12,7 +12,9 @@ Statistics (all over the schemas of one run):
   of it cost in all (an engine that defers work from compile to its first masks shows it here).
 
 Ratios compare each peer with grammarsd on the schemas **both** compiled and ran (``ok``), as
-``peer time / grammarsd time``: below 1 the peer is faster.
+``peer time / grammarsd time``: below 1 the peer is faster. The compile mean of those schemas is
+also split into *bands* of grammarsd's compile times, slowest first (``compile_bands``): where a
+mean comes from, since a few big schemas hold much of it.
 """
 
 from __future__ import annotations
@@ -70,6 +72,23 @@ class Ratio:
     mask_p50: float
     mask_p99: float
     total_mean: float  # compile plus all mask fills, per schema
+
+
+#: Bands of the paired schemas by grammarsd's compile time, slowest first, as fractions of them.
+BANDS = ((0.0, 0.01), (0.01, 0.05), (0.05, 0.1), (0.1, 0.25), (0.25, 0.5), (0.5, 1.0))
+
+
+@dataclass(frozen=True)
+class CompileBand:
+    """The paired schemas ranked ``lo`` to ``hi`` (fractions, slowest first) by the baseline's
+    compile time: their mean compile times (ms) and their share of the baseline's total."""
+
+    lo: float
+    hi: float
+    schemas: int
+    base_ms: float
+    peer_ms: float
+    base_share: float
 
 
 def _stats(values: np.ndarray) -> tuple[float, float, float, float]:
@@ -153,6 +172,26 @@ def ratio(engine: str, records: Sequence[SchemaRecord], baseline: Sequence[Schem
     )
 
 
+def compile_bands(records: Sequence[SchemaRecord],
+                  baseline: Sequence[SchemaRecord]) -> list[CompileBand]:
+    """The paired schemas (both ``ok``) in ``BANDS`` of the baseline's compile time, slowest
+    first; empty bands are left out."""
+    base = {r.schema: r.compile_s for r in baseline if r.status == "ok" and r.compile_s is not None}
+    pairs = [(base[r.schema], r.compile_s) for r in records
+             if r.status == "ok" and r.compile_s is not None and r.schema in base]
+    if not pairs:
+        return []
+    times = 1e3 * np.array(sorted(pairs, key=lambda pair: -pair[0]), dtype=np.float64)
+    total = times[:, 0].sum()
+    bands = []
+    for lo, hi in BANDS:
+        part = times[round(lo * len(times)):round(hi * len(times))]
+        if len(part):
+            bands.append(CompileBand(lo, hi, len(part), float(part[:, 0].mean()),
+                                     float(part[:, 1].mean()), float(part[:, 0].sum() / total)))
+    return bands
+
+
 def environment(engine_specs: Sequence[str]) -> dict[str, Any]:
     """CPU model and count, GPU, OS, Python, numpy, numba, torch and every engine's package version."""
     from grammarsd.bench.engines import engine_class
@@ -199,8 +238,10 @@ def markdown(
     ratios: Sequence[Ratio],
     warmups: Mapping[str, Mapping[str, float]],
     env: Mapping[str, Any],
+    bands: Mapping[str, Sequence[CompileBand]] | None = None,
 ) -> str:
-    """The report as Markdown: results, ratios to grammarsd, warm-up and environment."""
+    """The report as Markdown: results, ratios to grammarsd, compile bands per peer, warm-up
+    and environment."""
     lines = [
         "| engine | schemas | passing | empty | compile err | timeout | error | valid rejected "
         "| invalid accepted | compile ms mean | p50 | p99 | mask µs mean | p50 | p99 | max |",
@@ -228,6 +269,24 @@ def markdown(
             lines.append(
                 f"| {r.engine} | {r.paired} | {_fmt(r.compile_mean, 3)} | {_fmt(r.mask_mean, 3)} "
                 f"| {_fmt(r.mask_p50, 3)} | {_fmt(r.mask_p99, 3)} | {_fmt(r.total_mean, 3)} |"
+            )
+    for engine, rows in (bands or {}).items():
+        if not rows:
+            continue
+        lines += [
+            "",
+            f"Compile time on the schemas paired with {engine}, by band of {BASELINE}'s "
+            "compile time (slowest first):",
+            "",
+            f"| band | schemas | {BASELINE} ms mean | {engine} ms mean | {engine} / {BASELINE} "
+            f"| share of {BASELINE}'s total |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for b in rows:
+            lines.append(
+                f"| {100 * b.lo:g}–{100 * b.hi:g} % | {b.schemas} | {_fmt(b.base_ms, 2)} "
+                f"| {_fmt(b.peer_ms, 2)} | {_fmt(b.peer_ms / b.base_ms, 3)} "
+                f"| {_fmt(100 * b.base_share)} % |"
             )
     if warmups:
         lines += [
@@ -318,9 +377,11 @@ def write_report(
     ratios = (
         [ratio(n, r, base) for n, r in records.items() if n != BASELINE] if base is not None else []
     )
+    bands = ({n: compile_bands(r, base) for n, r in records.items() if n != BASELINE}
+             if base is not None else {})
     env = environment(cfg.engines)
     (cfg.out_dir / "environment.json").write_text(json.dumps(env, indent=2) + "\n", "utf-8")
-    text = markdown(summaries, ratios, read_warmups(cfg.out_dir), env)
+    text = markdown(summaries, ratios, read_warmups(cfg.out_dir), env, bands)
     n = len(next(iter(records.values()), []))
     header = (
         f"# MaskBench: {n} schemas from {cfg.data_dir}, tokenizer {cfg.tokenizer}, "
@@ -334,9 +395,12 @@ def write_report(
 
 
 __all__ = [
+    "BANDS",
     "BASELINE",
+    "CompileBand",
     "EngineSummary",
     "Ratio",
+    "compile_bands",
     "compile_ms",
     "environment",
     "markdown",

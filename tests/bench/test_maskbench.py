@@ -33,7 +33,7 @@ from grammarsd.bench.maskbench import (
     run_maskbench,
     schema_files,
 )
-from grammarsd.bench.report import ratio, summarize, write_report
+from grammarsd.bench.report import compile_bands, markdown, ratio, summarize, write_report
 from grammarsd.testing import hf_tokenizer
 
 # name -> (schema, [(valid, data), ...]); every engine supports these keywords exactly
@@ -229,6 +229,25 @@ def test_summary_and_ratio_by_hand() -> None:
     assert (r.compile_mean, r.mask_mean, r.mask_p50) == pytest.approx((3.0, 2.0, 2.0))
     # per schema, compile plus its masks: peer 2 ms + 4 us and 4 ms + 2 us, base 1 ms + 1 us twice
     assert r.total_mean == pytest.approx((2.004 + 4.002) / 2 / 1.001)
+
+
+def test_compile_bands_by_hand() -> None:
+    """100 paired schemas taking 1..100 ms for grammarsd and 2 ms for the peer, slowest first in
+    bands of 1, 4, 5, 15, 25 and 50; schemas not ``ok`` for both, or unpaired, are left out."""
+    base = [SchemaRecord(f"s{k}", "g", "ok", compile_s=k / 1000) for k in range(1, 101)]
+    base += [SchemaRecord("gone", "g", "error", error="boom"),
+             SchemaRecord("lone", "g", "ok", compile_s=9.0)]
+    peer = [SchemaRecord(f"s{k}", "p", "ok", compile_s=0.002) for k in range(1, 101)]
+    peer += [SchemaRecord("gone", "p", "ok", compile_s=1.0)]
+    bands = compile_bands(peer, base)
+    assert [b.schemas for b in bands] == [1, 4, 5, 15, 25, 50]
+    assert [b.base_ms for b in bands] == pytest.approx([100, 97.5, 93, 83, 63, 25.5])
+    assert [b.peer_ms for b in bands] == pytest.approx([2.0] * 6)
+    assert [b.base_share for b in bands] == pytest.approx(
+        [100 / 5050, 390 / 5050, 465 / 5050, 1245 / 5050, 1575 / 5050, 1275 / 5050])
+    text = markdown([], [], {}, {}, {"p": bands})
+    assert "| 0–1 % | 1 | 100.00 | 2.00 | 0.020 | 2.0 % |" in text
+    assert compile_bands(peer, []) == []
 
 
 # -- resumability ---------------------------------------------------------------------------------
