@@ -151,11 +151,18 @@ def summarize(engine: str, records: Sequence[SchemaRecord]) -> EngineSummary:
     )
 
 
-def ratio(engine: str, records: Sequence[SchemaRecord], baseline: Sequence[SchemaRecord]) -> Ratio:
-    """``engine``'s times over the baseline's, on the schemas both have ``ok`` records for."""
+def _paired(records: Sequence[SchemaRecord], baseline: Sequence[SchemaRecord]) -> tuple[
+        list[SchemaRecord], list[SchemaRecord]]:
+    """The ``ok`` records of the schemas both ran, in ``records``' order, and the baseline's
+    records of the same schemas."""
     base = {r.schema: r for r in baseline if r.status == "ok"}
     mine = [r for r in records if r.status == "ok" and r.schema in base]
-    theirs = [base[r.schema] for r in mine]
+    return mine, [base[r.schema] for r in mine]
+
+
+def ratio(engine: str, records: Sequence[SchemaRecord], baseline: Sequence[SchemaRecord]) -> Ratio:
+    """``engine``'s times over the baseline's, on the schemas both have ``ok`` records for."""
+    mine, theirs = _paired(records, baseline)
     a_mask, b_mask = mask_us(mine), mask_us(theirs)
     a_c, b_c = compile_ms(mine), compile_ms(theirs)
     a_t, b_t = total_ms(mine), total_ms(theirs)
@@ -176,9 +183,8 @@ def compile_bands(records: Sequence[SchemaRecord],
                   baseline: Sequence[SchemaRecord]) -> list[CompileBand]:
     """The paired schemas (both ``ok``) in ``BANDS`` of the baseline's compile time, slowest
     first; empty bands are left out."""
-    base = {r.schema: r.compile_s for r in baseline if r.status == "ok" and r.compile_s is not None}
-    pairs = [(base[r.schema], r.compile_s) for r in records
-             if r.status == "ok" and r.compile_s is not None and r.schema in base]
+    pairs = [(b.compile_s, m.compile_s) for m, b in zip(*_paired(records, baseline), strict=True)
+             if b.compile_s is not None and m.compile_s is not None]
     if not pairs:
         return []
     times = 1e3 * np.array(sorted(pairs, key=lambda pair: -pair[0]), dtype=np.float64)
