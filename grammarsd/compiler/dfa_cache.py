@@ -44,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from grammarsd.compiler.lexer import (
     ByteDFA,
@@ -579,17 +580,36 @@ def _chain(expr: Expr) -> ByteDFA | None:
     n = len(spelled) + 1
     if n == 1:
         return None
-    trans = np.full((n, 256), -1, np.int32)
-    states = np.arange(n - 1)
-    trans[states, np.frombuffer(bytes(spelled), np.uint8)] = states + 1
-    for state, loop in loops.items():
-        for a, b in loop.ranges:
-            trans[state, a:b + 1] = state
+    ranges = [(state, a, b) for state, loop in loops.items() for a, b in loop.ranges]
+    trans, classes, table = _chain_tables(np.frombuffer(bytes(spelled), np.uint8),
+                                          np.array(ranges, np.int64).reshape(-1, 3))
     accept = np.zeros(n, np.bool_)
     accept[-1] = True
-    trans.setflags(write=False)
-    accept.setflags(write=False)
-    return ByteDFA(trans, accept)
+    for a in (trans, accept, classes, table):
+        a.setflags(write=False)
+    return ByteDFA(trans, accept, packed=(classes, table))
+
+
+@njit(cache=True, nogil=True)
+def _chain_tables(spelled: np.ndarray, loops: np.ndarray) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """``_chain``'s table from its bytes and its loops (rows ``state, lo, hi``), and the same
+    packed as ``PackedDfa.pack`` packs it: ``(trans, classes, table)``."""
+    n = spelled.shape[0] + 1
+    trans = np.full((n, 256), -1, np.int32)
+    for i in range(n - 1):
+        trans[i, spelled[i]] = i + 1
+    for j in range(loops.shape[0]):
+        trans[loops[j, 0], loops[j, 1]:loops[j, 2] + 1] = loops[j, 0]
+    starts, run_class, first = column_classes(trans)
+    classes = np.empty(256, np.uint8)
+    for u in range(run_class.shape[0]):
+        classes[starts[u]:starts[u + 1]] = run_class[u]
+    table = np.empty((n, first.shape[0]), np.int32)
+    for i in range(n):
+        for c in range(first.shape[0]):
+            table[i, c] = trans[i, first[c]]
+    return trans, classes, table
 
 
 def _chain_shaped(e: Expr) -> bool:
@@ -603,8 +623,12 @@ def _join(head: ByteDFA | PackedDfa, tail: PackedDfa, max_states: int) -> Packed
     capped, or where the result would not be deterministic."""
     if head.tile is not None or head.cap or tail.tile is not None or tail.cap:
         return None
-    table, classes = ((head.table, head.classes) if isinstance(head, PackedDfa)
-                      else (head.trans, _EACH_BYTE))
+    if isinstance(head, PackedDfa):
+        table, classes = head.table, head.classes
+    elif head.packed is not None:  # a chain (``_chain``) comes packed
+        classes, table = head.packed
+    else:
+        table, classes = head.trans, _EACH_BYTE
     ok, joint_classes, joint, accept = concatenation(*map(_read_only, (
         table, classes, head.accept, tail.table, tail.classes, tail.accept)))
     if not ok:
