@@ -553,7 +553,8 @@ def _chain(expr: Expr) -> ByteDFA | None:
     beside another loop at the same state (no longer deterministic as written), or for one
     that spells no byte. Already canonical: the shortest word from state ``i`` has
     ``n - 1 - i`` bytes, so no two states are equivalent, and each state has one successor
-    besides itself, so breadth-first order is the chain's."""
+    besides itself, so breadth-first order is the chain's. It comes packed (``ByteDFA.packed``),
+    so neither the cache nor a join (``_join``) reads its 256 byte columns again."""
     spelled = bytearray()  # the chain's bytes
     loops: dict[int, CharClass] = {}  # state -> its loop
     todo = [expr]
