@@ -44,7 +44,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from grammarsd.compiler.lexer import (
     ByteDFA,
@@ -55,7 +54,7 @@ from grammarsd.compiler.lexer import (
     excluding_lexeme,
 )
 from grammarsd.errors import GrammarTooLargeError
-from grammarsd.grammar._canonical import column_classes, concatenation, subset_construction
+from grammarsd.grammar._canonical import byte_packing, concatenation, subset_construction
 from grammarsd.grammar.encodings import decoded_class
 from grammarsd.grammar.ir import (
     Capped,
@@ -164,12 +163,7 @@ class PackedDfa:
 
     @classmethod
     def pack(cls, dfa: ByteDFA) -> PackedDfa:
-        if dfa.packed is not None:  # as the minimiser left it
-            classes, table = dfa.packed
-        else:
-            starts, run_class, first = column_classes(dfa.trans)  # classes by first occurrence
-            classes = np.repeat(run_class, np.diff(starts)).astype(np.uint8)
-            table = np.ascontiguousarray(dfa.trans[:, first])
+        classes, table = dfa.packed if dfa.packed is not None else byte_packing(dfa.trans)
         return cls(classes, table, dfa.accept, dfa.tile, dfa.cap, dfa.char_start)
 
     def unpack(self) -> ByteDFA:
@@ -581,36 +575,18 @@ def _chain(expr: Expr) -> ByteDFA | None:
     n = len(spelled) + 1
     if n == 1:
         return None
-    ranges = [(state, a, b) for state, loop in loops.items() for a, b in loop.ranges]
-    trans, classes, table = _chain_tables(np.frombuffer(bytes(spelled), np.uint8),
-                                          np.array(ranges, np.int64).reshape(-1, 3))
+    trans = np.full((n, 256), -1, np.int32)
+    states = np.arange(n - 1)
+    trans[states, np.frombuffer(bytes(spelled), np.uint8)] = states + 1
+    for state, loop in loops.items():
+        for a, b in loop.ranges:
+            trans[state, a:b + 1] = state
     accept = np.zeros(n, np.bool_)
     accept[-1] = True
-    for a in (trans, accept, classes, table):
-        a.setflags(write=False)
+    classes, table = byte_packing(trans)
+    for arr in (trans, accept, classes, table):
+        arr.setflags(write=False)
     return ByteDFA(trans, accept, packed=(classes, table))
-
-
-@njit(cache=True, nogil=True)
-def _chain_tables(spelled: np.ndarray, loops: np.ndarray) -> tuple[
-        np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """``_chain``'s table from its bytes and its loops (rows ``state, lo, hi``), and the same
-    packed as ``PackedDfa.pack`` packs it: ``(trans, classes, table)``."""
-    n = spelled.shape[0] + 1
-    trans = np.full((n, 256), -1, np.int32)
-    for i in range(n - 1):
-        trans[i, spelled[i]] = i + 1
-    for j in range(loops.shape[0]):
-        trans[loops[j, 0], loops[j, 1]:loops[j, 2] + 1] = loops[j, 0]
-    starts, run_class, first = column_classes(trans)
-    classes = np.empty(256, np.uint8)
-    for u in range(run_class.shape[0]):
-        classes[starts[u]:starts[u + 1]] = run_class[u]
-    table = np.empty((n, first.shape[0]), np.int32)
-    for i in range(n):
-        for c in range(first.shape[0]):
-            table[i, c] = trans[i, first[c]]
-    return trans, classes, table
 
 
 def _chain_shaped(e: Expr) -> bool:

@@ -58,6 +58,17 @@ def canonical_packed(trans: np.ndarray, accept: np.ndarray) -> tuple[
     return _expanded(minimal, starts, run_class, 256), accepting, classes, table
 
 
+_EACH_BYTE = np.arange(256, dtype=np.int64)
+
+
+@njit(cache=True, nogil=True)
+def byte_packing(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """A byte table (256 columns) packed as ``dfa_cache.PackedDfa`` stores it:
+    ``(classes uint8 [256], table)``, one column per distinct column, numbered by first
+    occurrence."""
+    return _packed(trans, _EACH_BYTE)
+
+
 @njit(cache=True, nogil=True)
 def _class_of_column(starts: np.ndarray, run_class: np.ndarray) -> np.ndarray:  # pragma: no cover
     """``column_classes``' runs written out: the class of each column (int64)."""
