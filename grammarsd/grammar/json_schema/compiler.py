@@ -21,7 +21,10 @@ Owns the schema semantics. The pipeline for one schema location:
    ``SchemaUnsupportedError``; annotations and keywords outside the vocabulary are ignored.
 3. **Emit** (``_emit``): each ``_Merged`` becomes IR per JSON type. Subschemas (items,
    property values) are lowered lazily into named rules keyed by the identity of the schema
-   objects they intersect, so recursive ``$ref`` becomes a recursive grammar.
+   objects they intersect, so recursive ``$ref`` becomes a recursive grammar. A finished rule
+   that does not refer to itself and whose body equals an earlier rule's is that rule
+   (``_Lowering.rule``): subschemas that differ only in annotations share their rules, and
+   so, bottom-up, do the members and values above them.
 
 Finite alternatives (``enum``/``const``) are emitted as the listed values that validate
 against the *whole* conjunction at that location, checked with ``jsonschema`` itself; so they
@@ -330,6 +333,10 @@ class _Lowering:
         # The reference to the rule of each lowered conjunction, automaton or format: one
         # ``Ref`` object per rule, so walks that keep answers on nodes look at it once.
         self._memo: dict[tuple[Any, ...], Ref] = {}
+        # Finished rules by body (``rule``), and the value rules being written, each with
+        # whether it was met again while being written (then its body may refer to itself).
+        self._by_body: dict[Expr, Ref] = {}
+        self._open: dict[str, bool] = {}
         # Memo keys hold ids of schema objects; synthetic ones must outlive the compilation
         # so an id is never reused by another object.
         self._keepalive: list[tuple[_Node, ...]] = []
@@ -447,6 +454,8 @@ class _Lowering:
         key = (tuple(sorted({id(n.schema) for n in nodes})), level)
         hit = self._memo.get(key)
         if hit is not None:
+            if hit.name in self._open:
+                self._open[hit.name] = True
             return hit
         if not nodes and not self._names:  # any value: its rules are shared (``_anything``)
             hit, rules, shared = _anything(self.options, level)
@@ -460,15 +469,31 @@ class _Lowering:
         ref = self._memo[key] = Ref(name)
         self._keepalive.append(nodes)
         self.rules[name] = NOTHING  # placeholder while recursing
+        self._open[name] = False
         self._levels_left -= 1
         try:
             alternatives = [()] if not nodes else self._product(
                 [self._expand(n, ()) for n in nodes], nodes[0].pointer, "allOf")
-            self.rules[name] = choice(*(self._emit(self._merge(alt), nodes, level)
-                                        for alt in alternatives))
+            body = choice(*(self._emit(self._merge(alt), nodes, level) for alt in alternatives))
         finally:
             self._levels_left += 1
+            recursive = self._open.pop(name)
+        if recursive:
+            self.rules[name] = body
+            return ref
+        del self.rules[name]
+        ref = self._memo[key] = self.rule("value", body)
         return ref
+
+    def rule(self, prefix: str, body: Expr) -> Ref:
+        """A rule named ``prefix<n>`` for the finished ``body``, or the rule of an equal
+        body made before: equal subschemas (which differ in annotations, say) then lower to
+        one rule, and so do the members and values above them, bottom-up."""
+        hit = self._by_body.get(body)
+        if hit is None:
+            hit = self._by_body[body] = Ref(self._name(prefix))
+            self.rules[hit.name] = body
+        return hit
 
     # ------------------------------------------------------------------ expansion
 

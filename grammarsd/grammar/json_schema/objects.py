@@ -116,9 +116,7 @@ class _ObjectBuilder:
         value = self.low.value(nodes, self.layout.child_level(self.level))
         if key == NOTHING or value == NOTHING:
             return NOTHING
-        name = self.low._name("member")
-        self.low.rules[name] = seq(key, self.layout.colon(), value)
-        return Ref(name)
+        return self.low.rule("member", seq(key, self.layout.colon(), value))
 
     def _witness_sets(self, usable: list[int]) -> list[frozenset[int]]:
         """Every set of witnesses one member may show, the empty set (plain member) first."""
