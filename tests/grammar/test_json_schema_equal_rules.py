@@ -1,4 +1,5 @@
-"""Equal subschemas lower to one rule (``_Lowering.rule``), and the language stays exact.
+"""Equal subschemas lower to one rule (``_Lowering.rule``; a subschema without subschema
+objects or references once, ``_Lowering._flat_key``), and the language stays exact.
 
 Oracle for the language: ``jsonschema`` validity of instances whose keys come in schema order;
 membership by the reference recognizer.
@@ -17,7 +18,8 @@ from grammarsd.grammar.json_schema import schema_to_grammar
 from grammarsd.matcher.reference import ReferenceRecognizer
 
 # ``list_a``/``list_b`` are equal and recursive (each refers to itself), ``x``/``y`` equal and
-# not; ``z`` differs from them only in a bound, ``w`` only in a key
+# not; ``z`` and ``m`` differ from them, and from each other, only in a bound, ``w`` only in a
+# key
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -28,6 +30,8 @@ SCHEMA: dict[str, Any] = {
         "y": {"type": "object", "properties": {"v": {"type": "integer", "description": "two"}},
               "required": ["v"]},
         "z": {"type": "object", "properties": {"v": {"type": "integer", "minimum": 0}},
+              "required": ["v"]},
+        "m": {"type": "object", "properties": {"v": {"type": "integer", "minimum": 5}},
               "required": ["v"]},
         "w": {"type": "object", "properties": {"u": {"type": "integer"}}, "required": ["u"]},
     },
@@ -41,20 +45,20 @@ SCHEMA: dict[str, Any] = {
 }
 
 VALUES: list[Any] = [
-    None, 1, -1, "s", {}, {"v": 1}, {"v": -2}, {"v": "s"}, {"u": 3}, {"v": 1, "next": {"v": 2}},
+    None, 1, -1, "s", {}, {"v": 1}, {"v": -2}, {"v": 7}, {"v": "s"}, {"u": 3}, {"v": 1, "next": {"v": 2}},
     {"v": 1, "next": {"v": "s"}}, {"next": {"next": {}}}, {"v": 1, "next": {"next": {"v": -1}}},
 ]
 
 
 def test_equal_bodies_share_one_rule() -> None:
     """No two value or member rules have equal bodies (before, each schema object had its
-    own), so the five objects with a member ``v`` need two such members: an integer, and for
-    ``z`` a natural number."""
+    own), so the six objects with a member ``v`` need three such members: an integer, and for
+    ``z`` and ``m`` two bounded ones."""
     rules = schema_to_grammar(SCHEMA).rules
     for kind in ("value", "member"):
         bodies = [body for name, body in rules.items() if name.startswith(kind)]
         assert len(set(bodies)) == len(bodies), kind
-    assert sum(str(body).startswith('"\\"v\\""') for body in rules.values()) == 2
+    assert sum(str(body).startswith('"\\"v\\""') for body in rules.values()) == 3
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +66,7 @@ def recognizer() -> ReferenceRecognizer:
     return ReferenceRecognizer(schema_to_grammar(SCHEMA))
 
 
-@pytest.mark.parametrize("key", ["p", "q", "x", "y", "z", "w"])
+@pytest.mark.parametrize("key", ["p", "q", "x", "y", "z", "m", "w"])
 def test_each_member_keeps_its_language(recognizer: ReferenceRecognizer, key: str) -> None:
     validator = jsonschema.Draft202012Validator(SCHEMA)
     for value in VALUES:
@@ -77,4 +81,25 @@ def test_pairs_of_members(recognizer: ReferenceRecognizer) -> None:
     for (i, j), (a, b) in itertools.product(itertools.combinations(range(len(keys)), 2),
                                              itertools.product(VALUES[4:10], repeat=2)):
         instance = {keys[i]: a, keys[j]: b}
+        assert recognizer.accepts(json.dumps(instance)) == validator.is_valid(instance), instance
+
+
+# the same ``$ref`` beside the same keyword, in two resources where it means different things
+REFS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"a": {"$ref": "http://a.example/"}, "b": {"$ref": "http://b.example/"}},
+    "$defs": {
+        "A": {"$id": "http://a.example/", "$defs": {"n": {"type": "integer"}},
+              "properties": {"v": {"$ref": "#/$defs/n", "minimum": 0}}},
+        "B": {"$id": "http://b.example/", "$defs": {"n": {"type": "string"}},
+              "properties": {"v": {"$ref": "#/$defs/n", "minimum": 0}}},
+    },
+}
+
+
+def test_a_reference_is_read_where_it_sits() -> None:
+    recognizer = ReferenceRecognizer(schema_to_grammar(REFS))
+    validator = jsonschema.Draft202012Validator(REFS)
+    for key, value in itertools.product("ab", [1, -1, "s", None]):
+        instance = {key: {"v": value}}
         assert recognizer.accepts(json.dumps(instance)) == validator.is_valid(instance), instance

@@ -198,6 +198,7 @@ DRAFTS: dict[str, Draft] = {
 }
 
 # Applicators handled by expansion; everything else in a vocabulary is an assertion for _merge.
+_REFERENCES = {"$ref", "$dynamicRef", "$recursiveRef"}
 _APPLICATORS = {"$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
                 "dependentSchemas", "$dynamicRef", "$recursiveRef"}
 _WS = char_set(" \t\n\r")
@@ -337,6 +338,7 @@ class _Lowering:
         # whether it was met again while being written (then its body may refer to itself).
         self._by_body: dict[Expr, Ref] = {}
         self._open: dict[str, bool] = {}
+        self._flat: dict[tuple[str, int], Ref] = {}  # value rules by ``_flat_key``
         # Memo keys hold ids of schema objects; synthetic ones must outlive the compilation
         # so an id is never reused by another object.
         self._keepalive: list[tuple[_Node, ...]] = []
@@ -457,6 +459,12 @@ class _Lowering:
             if hit.name in self._open:
                 self._open[hit.name] = True
             return hit
+        flat = self._flat_key(nodes, level)
+        if flat is not None:
+            hit = self._flat.get(flat)
+            if hit is not None:
+                self._memo[key] = hit
+                return hit
         if not nodes and not self._names:  # any value: its rules are shared (``_anything``)
             hit, rules, shared = _anything(self.options, level)
             self.rules.update(rules)
@@ -483,7 +491,32 @@ class _Lowering:
             return ref
         del self.rules[name]
         ref = self._memo[key] = self.rule("value", body)
+        if flat is not None:
+            self._flat[flat] = ref
         return ref
+
+    def _flat_key(self, nodes: tuple[_Node, ...], level: int) -> tuple[str, int] | None:
+        """A key by content for one schema without subschema objects or references: it means
+        its vocabulary's keywords wherever it sits, so equal ones (which differ in annotations,
+        say) are lowered once. ``None`` for any other conjunction."""
+        if len(nodes) != 1 or not isinstance(nodes[0].schema, dict):
+            return None
+        vocabulary = self.draft.vocabulary
+        kept = {}
+        for keyword, value in nodes[0].schema.items():
+            if keyword in vocabulary:
+                if keyword in _REFERENCES or isinstance(value, dict) or (
+                        isinstance(value, list)
+                        and any(isinstance(v, (dict, list)) for v in value)):
+                    return None
+                kept[keyword] = value
+            elif isinstance(keyword, str) and keyword.startswith("\x00"):  # a synthetic
+                # schema's private keyword
+                return None
+        try:
+            return json.dumps(kept, sort_keys=True), level
+        except (TypeError, ValueError):  # values JSON has no text for: no key
+            return None
 
     def rule(self, prefix: str, body: Expr) -> Ref:
         """A rule named ``prefix<n>`` for the finished ``body``, or the rule of an equal
