@@ -24,7 +24,9 @@ Owns the schema semantics. The pipeline for one schema location:
    objects they intersect, so recursive ``$ref`` becomes a recursive grammar. A finished rule
    that does not refer to itself and whose body equals an earlier rule's is that rule
    (``_Lowering.rule``): subschemas that differ only in annotations share their rules, and
-   so, bottom-up, do the members and values above them.
+   so, bottom-up, do the members and values above them. A subschema without subschema objects
+   or references is looked up by its vocabulary's keywords before it is lowered at all
+   (``_Lowering._flat_key``).
 
 Finite alternatives (``enum``/``const``) are emitted as the listed values that validate
 against the *whole* conjunction at that location, checked with ``jsonschema`` itself; so they
