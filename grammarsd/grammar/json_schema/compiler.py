@@ -199,10 +199,10 @@ DRAFTS: dict[str, Draft] = {
         referencing.jsonschema.DRAFT202012),
 }
 
-# Applicators handled by expansion; everything else in a vocabulary is an assertion for _merge.
 _REFERENCES = {"$ref", "$dynamicRef", "$recursiveRef"}
-_APPLICATORS = {"$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
-                "dependentSchemas", "$dynamicRef", "$recursiveRef"}
+# Applicators handled by expansion; everything else in a vocabulary is an assertion for _merge.
+_APPLICATORS = _REFERENCES | {"allOf", "anyOf", "oneOf", "not", "if", "then", "else",
+                              "dependentSchemas"}
 _WS = char_set(" \t\n\r")
 _WS_RULE = "ws"
 _CHAR = Ref("char")  # the rule for one JSON-encoded character of a string
@@ -492,7 +492,7 @@ class _Lowering:
             self.rules[name] = body
             return ref
         del self.rules[name]
-        ref = self._memo[key] = self.rule("value", body)
+        ref = self._memo[key] = self.rule("value", body, name)
         if flat is not None:
             self._flat[flat] = ref
         return ref
@@ -520,13 +520,13 @@ class _Lowering:
         except (TypeError, ValueError):  # values JSON has no text for: no key
             return None
 
-    def rule(self, prefix: str, body: Expr) -> Ref:
-        """A rule named ``prefix<n>`` for the finished ``body``, or the rule of an equal
-        body made before: equal subschemas (which differ in annotations, say) then lower to
-        one rule, and so do the members and values above them, bottom-up."""
+    def rule(self, prefix: str, body: Expr, name: str | None = None) -> Ref:
+        """The rule ``name`` (by default a new ``prefix<n>``) for the finished ``body``, or
+        the rule of an equal body made before: equal subschemas (which differ in annotations,
+        say) then lower to one rule, and so do the members and values above them, bottom-up."""
         hit = self._by_body.get(body)
         if hit is None:
-            hit = self._by_body[body] = Ref(self._name(prefix))
+            hit = self._by_body[body] = Ref(self._name(prefix) if name is None else name)
             self.rules[hit.name] = body
         return hit
 
