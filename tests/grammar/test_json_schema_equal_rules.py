@@ -53,12 +53,16 @@ VALUES: list[Any] = [
 def test_equal_bodies_share_one_rule() -> None:
     """No two value or member rules have equal bodies (before, each schema object had its
     own), so the six objects with a member ``v`` need three such members: an integer, and for
-    ``z`` and ``m`` two bounded ones."""
+    ``z`` and ``m`` two bounded ones; objects of the same members are one automaton."""
     rules = schema_to_grammar(SCHEMA).rules
     for kind in ("value", "member"):
         bodies = [body for name, body in rules.items() if name.startswith(kind)]
         assert len(set(bodies)) == len(bodies), kind
     assert sum(str(body).startswith('"\\"v\\""') for body in rules.values()) == 3
+    # and ``x``, ``y`` (one automaton over the same members) one value rule
+    x, y = (str(body).split()[-1] for body in rules.values()
+            if str(body).startswith(('"\\"x\\""', '"\\"y\\""')))
+    assert x == y
 
 
 @pytest.fixture(scope="module")

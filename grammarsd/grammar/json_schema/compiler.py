@@ -341,6 +341,7 @@ class _Lowering:
         self._by_body: dict[Expr, Ref] = {}
         self._open: dict[str, bool] = {}
         self._flat: dict[tuple[str, int], Ref] = {}  # value rules by ``_flat_key``
+        self.objects: dict[tuple[Any, ...], Expr] = {}  # ``objects._ObjectBuilder.build``
         # Memo keys hold ids of schema objects; synthetic ones must outlive the compilation
         # so an id is never reused by another object.
         self._keepalive: list[tuple[_Node, ...]] = []

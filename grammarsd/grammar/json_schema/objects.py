@@ -191,6 +191,21 @@ class _ObjectBuilder:
         return [(e, shown) for e, shown in out if e != NOTHING]
 
     def build(self) -> Expr:
+        """The object's expression; the one made before for an object of the same members
+        (``low.objects``): the automaton is a function of what ``__init__`` found, and
+        members are rules shared by content (``_Lowering.rule``), so objects that differ only
+        in annotations, or an object inlined twice, get one automaton."""
+        m = self.m
+        key = (tuple(self.names), tuple(map(tuple, self.values)), tuple(self.others),
+               frozenset(self.required), frozenset(self.tracked),
+               tuple((k, tuple(deps)) for k, deps in m.dep_required), m.min_props,
+               m.max_props, len(m.witnesses), self.level)
+        made = self.low.objects.get(key)
+        if made is None:
+            made = self.low.objects[key] = self._build()
+        return made
+
+    def _build(self) -> Expr:
         order = self.low.options.any_order
         start = self._automaton(True, order is True) if order is not False else None
         if start is None:  # schema order, or "auto" that outgrew the limit
