@@ -1,4 +1,4 @@
-"""Schemas whose strings have long length bounds compile quickly and stay exact.
+"""Schemas whose strings have long length bounds compile to small automata and stay exact.
 
 Oracle: ``jsonschema`` on the decoded instance; the grammar is run through the compiled
 tables and the numba matcher (the path the lexer and chunking changes affect).
@@ -7,7 +7,6 @@ tables and the numba matcher (the path the lexer and chunking changes affect).
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import jsonschema
@@ -43,11 +42,12 @@ def instances(name: str) -> list[Any]:
 
 
 @pytest.mark.parametrize("name", list(SCHEMAS))
-def test_long_length_bounds_compile_fast_and_exactly(name: str) -> None:
+def test_long_length_bounds_compile_small_and_exact(name: str) -> None:
     schema = SCHEMAS[name]
-    t0 = time.perf_counter()
     compiled = gs.compile_json_schema(schema, BYTES, cache=False)
-    assert time.perf_counter() - t0 < 10.0
+    # the bounds are not multiplied into the automata (32,767 characters at a few states each
+    # would be ~100k states)
+    assert compiled.tables.num_dfa_states < 50_000
     for value in instances(name):
         for ensure_ascii in (True, False):
             text = json.dumps(value, ensure_ascii=ensure_ascii)
