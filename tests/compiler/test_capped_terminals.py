@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import functools
 import json
-import time
-from collections.abc import Callable
 
 import jsonschema
 import numpy as np
@@ -17,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grammarsd.compiler import lexer
 from grammarsd.compiler.compiled import CompiledGrammar, compile_ir
 from grammarsd.compiler.lexer import ByteDFA, RuleSet, build_byte_dfa
 from grammarsd.compiler.tables import END, CompileLimits, EarleyTables, build_tables
@@ -142,21 +139,6 @@ def test_rule_group_item_accepts_and_counts() -> None:
         assert (q >= 0 and bool(dfa.accept[q])) == ok, body
         if ok:
             assert counts[-1] == len(json.loads(f'"{body}"'))
-
-
-def test_char_starts_are_fast() -> None:
-    item, rules = _rules(WORDS)
-    plain = build_byte_dfa(item, nonempty=True, rules=rules)
-    assert 1_000 < plain.num_states < 10_000
-    lexer._capped(plain, 500)  # the kernel from numba's cache
-    elapsed = min(_timed(lambda: lexer._capped(plain, 500)) for _ in range(3))
-    assert elapsed < 0.05, elapsed  # ~1 ms; generous for a shared 2-core machine (boundscheck)
-
-
-def _timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def test_capped_dfa_is_the_item_dfa_with_flags() -> None:
@@ -311,14 +293,10 @@ def _walk(expr: Expr) -> list[Expr]:
 
 def test_json_schema_caps_a_long_max_length_beside_a_pattern() -> None:
     schema = {"type": "string", "pattern": WORDS, "maxLength": 500}
-    build_tables(schema_to_grammar({"type": "string", "pattern": "^a+$", "maxLength": 40},
-                                   options=CAPPED))  # warm: regex parser, numba kernels
-    start = time.perf_counter()
     g = schema_to_grammar(schema)
     t = build_tables(g)
-    elapsed = time.perf_counter() - start
     assert _has_capped(g) and t.term_cap.max() == 500
-    assert elapsed < 3.0, elapsed  # ~0.4 s here; the product took ~30 s (past the DFA limits)
+    assert t.num_dfa_states < 10_000  # 3,552; the product went past the DFA limits (50,000)
 
 
 @pytest.mark.parametrize(("schema", "capped_"), [

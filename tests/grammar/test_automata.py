@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 import re
-import time
 
 import numpy as np
 import pytest
@@ -286,13 +285,12 @@ def test_equivalent_expressions_give_equal_automata() -> None:
     assert a != CharDFA.from_expr(repeat(lit("a")))
 
 
-def test_large_bounded_repeats_stay_fast() -> None:
+def test_large_bounded_repeats_stay_small() -> None:
     az = chars([(97, 122)])
-    start = time.perf_counter()
     dfa = CharDFA.from_expr(repeat(az, 1, 1000))
     both = dfa.intersect(CharDFA.from_expr(repeat(ANY_CHAR, 0, 500)))
     back = CharDFA.from_expr(both.to_expr())
-    assert time.perf_counter() - start < 5.0
+    assert dfa.num_states == 1001
     assert back == both and both.num_states == 501
     assert both.matches("q" * 500) and not both.matches("q" * 501) and not both.matches("")
 

@@ -8,7 +8,6 @@ matches; the IR must be a class (or one-character literal) with the same members
 from __future__ import annotations
 
 import re
-import time
 import unicodedata
 from collections.abc import Callable
 
@@ -174,11 +173,9 @@ def test_class_tables_hold_the_predicates_they_stand_for() -> None:
     assert ecma.sum() > len(listed)  # category Zs adds some (U+3000, U+2000-U+200A, ...)
 
 
-def test_tables_are_built_once_and_fast() -> None:
-    """Each table is cached: the second call is the same object and effectively free."""
+def test_tables_are_built_once() -> None:
+    """Each table is cached: the second call is the same object."""
     first = uni.category_mask("py_word")
-    start = time.perf_counter()
     again = uni.category_mask("py_word")
     assert again is first
-    assert time.perf_counter() - start < 0.01
     assert uni.simple_lower() is uni.simple_lower()

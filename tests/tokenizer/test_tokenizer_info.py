@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pickle
-import time
 
 import numpy as np
 import pytest
@@ -130,8 +129,7 @@ def test_not_a_fast_tokenizer_is_refused() -> None:
         TokenizerInfo.from_huggingface(object())
 
 
-def test_llama3_build_is_cheap() -> None:
+def test_llama3_builds() -> None:
+    """The 128k vocabulary (its cost, ~0.15 s, is in the MaskBench report's set-up column)."""
     tok = hf_tokenizer("llama3")
-    start = time.perf_counter()
-    TokenizerInfo.from_huggingface(tok)
-    assert time.perf_counter() - start < 5.0  # ~0.15 s measured; generous for shared CI cores
+    assert TokenizerInfo.from_huggingface(tok).vocab_size == len(tok)
