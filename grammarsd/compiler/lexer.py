@@ -81,7 +81,7 @@ import numpy as np
 from numba import njit
 
 from grammarsd.errors import GrammarError, GrammarTooLargeError
-from grammarsd.grammar._canonical import canonical_packed
+from grammarsd.grammar._canonical import canonical_packed, canonical_packed_dag
 from grammarsd.grammar.automata import (
     TAG_OFFSET,
     CharDFA,
@@ -95,7 +95,6 @@ from grammarsd.grammar.automata import (
     tagged_outside,
     tagged_states,
     tagged_table,
-    trie_nodes,
 )
 from grammarsd.grammar.encodings import RAW_OK, SHORT_ESCAPES, decoded_class, encode_class
 from grammarsd.grammar.ir import (
@@ -315,110 +314,76 @@ def _string_body(chars: CharClass) -> ByteDFA:
     return build_byte_dfa(repeat(encode_class(chars)))
 
 
-_MAX_SPELLING = 12  # bytes of the longest spelling: a surrogate pair's two ``\\uXXXX``
-
-
-@functools.lru_cache(maxsize=4096)
-def _spellings(c: int) -> tuple[bytes, ...]:
-    """The JSON spellings of the character ``c`` (hex digits in lower case)."""
-    out = [chr(c).encode()] if c in RAW_OK else []
-    if chr(c) in SHORT_ESCAPES:
-        out.append(SHORT_ESCAPES[chr(c)].encode())
-    if c <= 0xFFFF:
-        out.append(b"\\u%04x" % c)
-    else:
-        high, low = divmod(c - 0x10000, 0x400)
-        out.append(b"\\u%04x\\u%04x" % (0xD800 + high, 0xDC00 + low))
-    return tuple(out)
-
-
 def _excluding_dfa(leaf: Excluding, quoted: bool, nonempty: bool, max_states: int,
                    tail: ByteDFA | None = None) -> ByteDFA | None:
     """The byte DFA of ``leaf`` (``quoted``: between two ``"``, then ``tail`` if given) from the
     words' trie and the DFA of every string body over its class, without the tagged table: each
     trie node is a copy of the body's boundary state in which the spellings of its children's
     characters lead to the children (a spelling's prefix is one state per node, both cases of a
-    hex digit alike: ``_spell_children``) and every other byte goes on as in the body, so a
-    string leaves the trie at its first character off it. The same language as the tagged
-    construction (the tests compare the tables), at a fifth to a third of its time. None past
-    ``max_states`` rows before minimisation: the tagged construction then bounds its work as
-    it goes."""
+    hex digit alike) and every other byte goes on as in the body, so a string leaves the trie
+    at its first character off it (``_excluding_table``). The trie and the prefixes lead to
+    the body and the tail, so the table is minimised as a DAG in front of them
+    (``canonical_packed_dag``). The same language as the tagged construction (the tests
+    compare the tables), at a tenth of its time. None past ``max_states`` rows before
+    minimisation: the tagged construction then bounds its work as it goes."""
     body = _string_body(leaf.chars)
-    finals: list[bool] = []
-    kid_ptr = [0]
-    kid_chars: list[int] = []
-    kid_nodes: list[int] = []
-    for final, _, kids in trie_nodes(leaf.words, leaf.chars):  # no classes: spelled below
-        finals.append(final)
-        for ch, child in kids:
-            kid_chars.append(ord(ch))
-            kid_nodes.append(child)
-        kid_ptr.append(len(kid_chars))
-    if len(finals) > max_states:
+    text = "".join(leaf.words).encode("utf-32-le", "surrogatepass")
+    offsets = np.zeros(len(leaf.words) + 1, np.int64)
+    np.cumsum([len(w) for w in leaf.words], out=offsets[1:])
+    rest = _NO_TAIL if tail is None else tail
+    built = _excluding_table(np.frombuffer(text, np.uint32), offsets,
+                             np.array(leaf.chars.ranges, np.int64).reshape(-1, 2), body.trans,
+                             body.accept, quoted, rest.trans, rest.accept, max_states)
+    if built is None:
         return None
-    first = 1 if quoted else 0  # with quotes, state 0 reads the opening one
-    shift = first + len(finals)  # body state s is state shift + s
-    prefix_base = shift + body.num_states  # then one state per spelling prefix
-    distinct = sorted(set(kid_chars))
-    spelled = np.zeros((len(distinct), 3, _MAX_SPELLING), np.uint8)
-    lengths = np.zeros((len(distinct), 3), np.int64)
-    for i, c in enumerate(distinct):
-        for j, spelling in enumerate(_spellings(c)):
-            spelled[i, j, :len(spelling)] = np.frombuffer(spelling, np.uint8)
-            lengths[i, j] = len(spelling)
-    index = {c: i for i, c in enumerate(distinct)}
-    shifted = np.where(body.trans < 0, -1, body.trans + shift).astype(np.int32)
-    table = _spell_children(shifted, first, len(finals), np.array(kid_ptr, np.int64),
-                            np.array([index[c] for c in kid_chars], np.int64),
-                            np.array(kid_nodes, np.int64), spelled, lengths, max_states)
-    if table is None:
-        return None
-    accept = np.zeros(len(table), bool)
-    accept[first:shift] = [not final for final in finals]
-    accept[shift:prefix_base] = body.accept
-    if quoted:  # an opening quote, and a closing one wherever the body may end, to the tail
-        end = len(table)
-        if tail is None:
-            rest, rest_accept = np.full((1, 256), -1, np.int32), np.ones(1, bool)
-        else:  # its start takes the closing quote's final state, which has no way out
-            if end + tail.num_states > max_states:
-                return None
-            rest = np.where(tail.trans < 0, -1, tail.trans + end).astype(np.int32)
-            rest_accept = tail.accept
-        table = np.vstack([table, rest])
-        table[0, 0x22] = first
-        table[np.flatnonzero(accept), 0x22] = end
-        accept = np.zeros(len(table), bool)
-        accept[end:] = rest_accept
-    return _finish((table, accept), nonempty, max_states)
+    table, accept, closed = built
+    if nonempty and accept[0]:  # (unquoted, "" not left out): a fresh start, as ``_finish``
+        return _finish((table, accept), nonempty, max_states)
+    packed = canonical_packed_dag(table, accept, closed)
+    assert packed is not None, "a trie is a tree"
+    return _finished(*packed, max_states)
+
+
+_NO_TAIL = ByteDFA(np.full((1, 256), -1, np.int32), np.ones(1, bool))  # the closing quote's
 
 
 @njit(cache=True, nogil=True)
-def _spell_children(shifted, first, num_nodes, kid_ptr, kid_char, kid_node, spelled,  # noqa: ANN001, ANN201
-                    lengths, max_states):  # pragma: no cover - compiled
-    """The table of ``_excluding_dfa`` before its quotes: ``first`` dead rows, one row per trie
-    node (the body's boundary row), the body (``shifted``: its table with targets moved past
-    the nodes), then the spellings' prefix states, each a copy of the body row it stands
-    beside. Node ``n``'s children are ``kid_node[kid_ptr[n]:kid_ptr[n + 1]]``, reached by the
-    spellings ``spelled[kid_char[k], j, :lengths[kid_char[k], j]]``. A prefix state is known
-    by its row: a target past the body in a row this node wrote. None past ``max_states``."""
-    shift = first + num_nodes
-    prefix_base = shift + shifted.shape[0]
-    capacity = prefix_base + 8 * kid_node.shape[0] + 1
+def _excluding_table(code_points, offsets, ranges, body, body_accept, quoted, tail,  # noqa: ANN001, ANN201
+                     tail_accept, max_states):  # pragma: no cover - compiled
+    """``_excluding_dfa``'s table before minimisation: ``(table, accept, closed)``, None past
+    ``max_states`` rows. The rows: with quotes, a start that reads the opening one; one per
+    trie node (``_word_trie``: the body's boundary row); the body; the spellings' prefix
+    states, each a copy of the body row it stands beside (a prefix state is known by its row: a
+    target past the body in a row this node wrote); with quotes, the tail, whose start every
+    state where the body may end reaches by the closing quote. ``closed`` marks the body and
+    the tail: the other rows lead there or to each other, without a cycle."""
+    final, kid_ptr, kid_char, kid_node = _word_trie(code_points, offsets, ranges)
+    num_nodes = final.shape[0]
+    if num_nodes > max_states:
+        return None
+    first = 1 if quoted else 0
+    shift = first + num_nodes  # body state s is state shift + s
+    prefix_base = shift + body.shape[0]  # then one state per spelling prefix
+    rest = tail.shape[0] if quoted else 0
+    capacity = prefix_base + 8 * kid_node.shape[0] + rest
     table = np.empty((capacity, 256), np.int32)
     table[:first] = -1
+    for s in range(body.shape[0]):
+        for c in range(256):
+            t = body[s, c]
+            table[shift + s, c] = t + shift if t >= 0 else -1
     for n in range(num_nodes):
-        table[first + n] = shifted[0]
-    table[shift:prefix_base] = shifted
+        table[first + n] = table[shift]
+    spelled = np.empty((3, 12), np.uint8)
+    lengths = np.empty(3, np.int64)
     top = prefix_base
     for n in range(num_nodes):
         for k in range(kid_ptr[n], kid_ptr[n + 1]):
-            c = kid_char[k]
-            for j in range(lengths.shape[1]):
+            for j in range(_spell(kid_char[k], spelled, lengths)):
                 here = first + n
-                last = lengths[c, j] - 1
+                last = lengths[j] - 1
                 for i in range(last + 1):
-                    b = spelled[c, j, i]
+                    b = spelled[j, i]
                     if i == last:
                         nxt = first + kid_node[k]
                     else:
@@ -426,7 +391,7 @@ def _spell_children(shifted, first, num_nodes, kid_ptr, kid_char, kid_node, spel
                         if nxt < 0:  # (every spelling lives in the body)
                             return None
                         if nxt < prefix_base:  # a new prefix: the body state it stands beside
-                            if top == capacity:
+                            if top + rest == capacity:
                                 capacity *= 2
                                 grown = np.empty((capacity, 256), np.int32)
                                 grown[:top] = table[:top]
@@ -440,7 +405,135 @@ def _spell_children(shifted, first, num_nodes, kid_ptr, kid_char, kid_node, spel
                     if i >= 2 and 0x61 <= b <= 0x66:  # a hex digit: either case
                         table[here, b - 32] = nxt
                     here = nxt
-    return table[:top]
+    accept = np.zeros(top + rest, np.bool_)
+    for n in range(num_nodes):
+        accept[first + n] = not final[n]
+    accept[shift:prefix_base] = body_accept
+    closed = np.zeros(top + rest, np.bool_)
+    closed[shift:prefix_base] = True
+    if quoted:  # an opening quote, and a closing one wherever the body may end, to the tail
+        if top + rest > max_states:
+            return None
+        for s in range(rest):
+            for c in range(256):
+                t = tail[s, c]
+                table[top + s, c] = t + top if t >= 0 else -1
+        table[0, 0x22] = first
+        for s in range(top):
+            if accept[s]:
+                table[s, 0x22] = top
+        accept[:top] = False
+        accept[top:] = tail_accept
+        closed[top:] = True
+    return table[: top + rest], accept, closed
+
+
+@njit(cache=True, nogil=True)
+def _word_trie(code_points, offsets, ranges):  # noqa: ANN001, ANN201  # pragma: no cover
+    """``automata.trie_nodes`` over the sorted, distinct words ``code_points[offsets[i]:
+    offsets[i + 1]]``, children only on characters in ``ranges`` (int64 [R, 2], sorted):
+    ``(final, kid_ptr, kid_char, kid_node)``, node ``n``'s children ``kid_ptr[n]:kid_ptr[n +
+    1]``. A node is a run of words sharing a prefix; sorted, the prefix itself (if it is a
+    word) comes first and the children are the runs of equal next characters."""
+    cap = code_points.shape[0] + 1  # a node per distinct nonempty prefix, and the root
+    lo = np.empty(cap, np.int64)
+    hi = np.empty(cap, np.int64)
+    depth = np.empty(cap, np.int64)
+    final = np.zeros(cap, np.bool_)
+    kid_ptr = np.zeros(cap + 1, np.int64)
+    kid_char = np.empty(cap, np.int64)
+    kid_node = np.empty(cap, np.int64)
+    lo[0], hi[0], depth[0] = 0, offsets.shape[0] - 1, 0
+    num = 1
+    k = 0
+    n = 0
+    while n < num:
+        d = depth[n]
+        final[n] = lo[n] < hi[n] and offsets[lo[n] + 1] - offsets[lo[n]] == d
+        i = lo[n] + 1 if final[n] else lo[n]
+        while i < hi[n]:
+            ch = code_points[offsets[i] + d]
+            j = i + 1
+            while j < hi[n] and code_points[offsets[j] + d] == ch:
+                j += 1
+            inside = False
+            for r in range(ranges.shape[0]):
+                if ranges[r, 0] <= ch <= ranges[r, 1]:
+                    inside = True
+                    break
+            if inside:
+                kid_char[k] = ch
+                kid_node[k] = num
+                k += 1
+                lo[num], hi[num], depth[num] = i, j, d + 1
+                num += 1
+            i = j
+        kid_ptr[n + 1] = k
+        n += 1
+    return final[:num], kid_ptr[: num + 1], kid_char[:k], kid_node[:k]
+
+
+@njit(cache=True, nogil=True)
+def _spell(c, out, lengths):  # noqa: ANN001, ANN201  # pragma: no cover - compiled
+    """The JSON spellings of the character ``c`` (hex digits in lower case) into ``out`` (uint8
+    [3, 12]) and ``lengths``; their number. Raw UTF-8 where JSON allows it, a short escape,
+    ``\\uXXXX`` (two for a character past the BMP)."""
+    num = 0
+    if c >= 0x20 and c != 0x22 and c != 0x5C:
+        lengths[num] = _utf8(c, out[num])
+        num += 1
+    short = _SHORT_ESCAPE[c] if c < 0x80 else 0
+    if short:
+        out[num, 0] = 0x5C
+        out[num, 1] = short
+        lengths[num] = 2
+        num += 1
+    if c <= 0xFFFF:
+        _u_escape(c, out[num], 0)
+        lengths[num] = 6
+    else:
+        _u_escape(0xD800 + ((c - 0x10000) >> 10), out[num], 0)
+        _u_escape(0xDC00 + ((c - 0x10000) & 0x3FF), out[num], 6)
+        lengths[num] = 12
+    return num + 1
+
+
+_SHORT_ESCAPE = np.zeros(0x80, np.uint8)  # a character's letter after ``\\`` (0: none)
+for _char, _escape in SHORT_ESCAPES.items():
+    _SHORT_ESCAPE[ord(_char)] = ord(_escape[1])
+_SHORT_ESCAPE.setflags(write=False)
+_HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
+
+
+@njit(cache=True, nogil=True)
+def _u_escape(c, out, at):  # noqa: ANN001, ANN201  # pragma: no cover - compiled
+    """``\\uXXXX`` of the code unit ``c`` into ``out[at:at + 6]``, hex digits in lower case."""
+    out[at] = 0x5C
+    out[at + 1] = 0x75
+    for i in range(4):
+        out[at + 2 + i] = _HEX[(c >> (12 - 4 * i)) & 0xF]
+
+
+@njit(cache=True, nogil=True)
+def _utf8(c, out):  # noqa: ANN001, ANN201  # pragma: no cover - compiled
+    """The UTF-8 bytes of ``c`` into ``out``; their number."""
+    if c < 0x80:
+        out[0] = c
+        return 1
+    if c < 0x800:
+        out[0] = 0xC0 | (c >> 6)
+        out[1] = 0x80 | (c & 0x3F)
+        return 2
+    if c < 0x10000:
+        out[0] = 0xE0 | (c >> 12)
+        out[1] = 0x80 | ((c >> 6) & 0x3F)
+        out[2] = 0x80 | (c & 0x3F)
+        return 3
+    out[0] = 0xF0 | (c >> 18)
+    out[1] = 0x80 | ((c >> 12) & 0x3F)
+    out[2] = 0x80 | ((c >> 6) & 0x3F)
+    out[3] = 0x80 | (c & 0x3F)
+    return 4
 
 
 # The syntax of JSON string bodies, one byte at a time. State 0 is a character boundary; the
@@ -813,8 +906,13 @@ def _finish(table: tuple[np.ndarray, np.ndarray], nonempty: bool, max_states: in
         shifted = np.where(trans < 0, -1, trans + 1).astype(np.int32)
         trans = np.vstack([shifted[:1], shifted])
         accept = np.concatenate([[False], accept])
-    trans, accept, classes, packed = canonical_packed(
-        np.ascontiguousarray(trans, np.int32), np.ascontiguousarray(accept, bool))
+    return _finished(*canonical_packed(np.ascontiguousarray(trans, np.int32),
+                                       np.ascontiguousarray(accept, bool)), max_states)
+
+
+def _finished(trans: np.ndarray, accept: np.ndarray, classes: np.ndarray, packed: np.ndarray,
+              max_states: int) -> ByteDFA:
+    """The ``ByteDFA`` of a canonical table and its packing, within ``max_states``."""
     if trans.shape[0] > max_states:
         raise GrammarTooLargeError("dfa_states", int(trans.shape[0]), max_states)
     for a in (trans, accept, classes, packed):

@@ -62,6 +62,188 @@ _EACH_BYTE = np.arange(256, dtype=np.int64)
 
 
 @njit(cache=True, nogil=True)
+def canonical_packed_dag(trans: np.ndarray, accept: np.ndarray, closed: np.ndarray) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:  # pragma: no cover - compiled
+    """``canonical_packed`` of a byte table whose rows outside ``closed`` (bool [n]) form a DAG
+    over the closed rows, which lead only to closed rows: a trie in front of a loop. None where
+    the open rows reachable from 0 hold a cycle.
+
+    The closed part is minimised by partition refinement; every open state is then merged
+    bottom-up, in postorder, with the state whose row it equals once its targets are replaced
+    by their classes (an acyclic DFA's minimisation, Revuz 1992): two states are equivalent iff
+    they accept alike and their targets are, which by induction is iff those rows are equal.
+    A trie's rows are walked once and hashed once instead of refined: linear in the table."""
+    starts, run_class, first = column_classes(trans)
+    reduced = np.empty((trans.shape[0], first.shape[0]), np.int32)
+    for r in range(trans.shape[0]):
+        for j in range(first.shape[0]):
+            reduced[r, j] = trans[r, first[j]]
+    found = _minimal_dag(reduced, accept, closed)
+    if found is None:
+        return None
+    minimal, accepting = found
+    classes, table = _packed(minimal, _class_of_column(starts, run_class))
+    return _expanded(minimal, starts, run_class, 256), accepting, classes, table
+
+
+@njit(cache=True, nogil=True)
+def _minimal_dag(trans: np.ndarray, accept: np.ndarray, closed: np.ndarray) -> tuple[
+        np.ndarray, np.ndarray] | None:  # pragma: no cover - compiled
+    """The minimal DFA of ``canonical_packed_dag``'s table (over any columns), numbered
+    breadth-first; None where the open part has a cycle."""
+    n, width = trans.shape
+    # the closed part: trimmed, refined; rep[s] its class (-1 dead), -2 open and not yet seen
+    members = np.flatnonzero(closed)
+    sub_id = np.full(n, -1, np.int64)
+    for i in range(members.shape[0]):
+        sub_id[members[i]] = i
+    sub = np.empty((members.shape[0], width), np.int32)
+    for i in range(members.shape[0]):
+        for c in range(width):
+            t = trans[members[i], c]
+            if t >= 0 and sub_id[t] < 0:
+                raise ValueError("a closed row leads out of the closed rows")
+            sub[i, c] = sub_id[t] if t >= 0 else -1
+    sub_accept = accept[members]
+    live = _coreachable(sub, sub_accept)
+    kept = _restrict(sub, live)
+    block = _hopcroft(kept, sub_accept[live])
+    rep = np.full(n, -2, np.int64)
+    rows = np.empty((members.shape[0] + n, width), np.int32)  # a row per class so far
+    row_accept = np.empty(members.shape[0] + n, np.bool_)
+    num = 0
+    k = 0
+    first_of = np.full(members.shape[0] + 1, -1, np.int64)  # a member of each block
+    for i in range(members.shape[0]):
+        if live[i]:
+            b = block[k]
+            k += 1
+            rep[members[i]] = b
+            num = max(num, b + 1)
+            if first_of[b] < 0:
+                first_of[b] = members[i]
+        else:
+            rep[members[i]] = -1
+    cap = 2
+    while cap < 2 * (num + n):
+        cap *= 2
+    slots = np.full(cap, -1, np.int64)
+    hashes = np.empty(members.shape[0] + n, np.int64)
+    for b in range(num):
+        s = first_of[b]
+        for c in range(width):
+            t = trans[s, c]
+            rows[b, c] = rep[t] if t >= 0 else -1
+        row_accept[b] = accept[s]
+        _insert_row(rows, row_accept, hashes, slots, b)
+    # the open part, in postorder from 0
+    state = np.zeros(n, np.int8)  # 1 on the stack, 2 done
+    stack = np.empty(n, np.int64)
+    next_col = np.empty(n, np.int64)
+    top = 0
+    if not closed[0]:
+        stack[0] = 0
+        next_col[0] = 0
+        state[0] = 1
+        top = 1
+    while top:
+        u = stack[top - 1]
+        c = next_col[top - 1]
+        pushed = False
+        while c < width:
+            t = trans[u, c]
+            c += 1
+            if t >= 0 and not closed[t] and state[t] != 2:
+                if state[t] == 1:
+                    return None
+                next_col[top - 1] = c
+                stack[top] = t
+                next_col[top] = 0
+                state[t] = 1
+                top += 1
+                pushed = True
+                break
+        if pushed:
+            continue
+        top -= 1
+        state[u] = 2
+        dead = not accept[u]
+        for c in range(width):
+            t = trans[u, c]
+            rows[num, c] = rep[t] if t >= 0 else -1
+            dead = dead and rows[num, c] < 0
+        if dead:
+            rep[u] = -1
+            continue
+        row_accept[num] = accept[u]
+        rep[u] = _insert_row(rows, row_accept, hashes, slots, num)
+        if rep[u] == num:
+            num += 1
+    start = rep[0]
+    if start < 0:  # the empty language: one state, no way out
+        minimal = np.full((1, width), -1, np.int32)
+        accepting = np.zeros(1, np.bool_)
+    else:
+        order = bfs_order(rows[:num], start)
+        new_id = np.empty(num + 1, np.int32)  # the last slot maps -1 to -1
+        new_id[-1] = -1
+        minimal = np.empty((order.shape[0], width), np.int32)
+        accepting = np.empty(order.shape[0], np.bool_)
+        for i in range(order.shape[0]):
+            new_id[order[i]] = i
+        for i in range(order.shape[0]):
+            accepting[i] = row_accept[order[i]]
+            for c in range(width):
+                minimal[i, c] = new_id[rows[order[i], c]]
+    return minimal, accepting
+
+
+@njit(cache=True, nogil=True)
+def _insert_row(rows: np.ndarray, row_accept: np.ndarray, hashes: np.ndarray, slots: np.ndarray,
+                r: int) -> int:  # pragma: no cover - compiled
+    """The first of ``rows`` equal to row ``r`` (with its acceptance), ``r`` itself (then
+    entered in the open-addressing table ``slots``) if none is."""
+    h = np.int64(1469598103934665603) ^ np.int64(row_accept[r])
+    for c in range(rows.shape[1]):
+        h = (h ^ rows[r, c]) * np.int64(1099511628211)
+    hashes[r] = h
+    cap = slots.shape[0]
+    i = (h ^ (h >> 31)) & (cap - 1)
+    while slots[i] >= 0:
+        o = slots[i]
+        if hashes[o] == h and row_accept[o] == row_accept[r]:
+            c = 0
+            while c < rows.shape[1] and rows[o, c] == rows[r, c]:
+                c += 1
+            if c == rows.shape[1]:
+                return o
+        i = (i + 1) & (cap - 1)
+    slots[i] = r
+    return r
+
+
+@njit(cache=True, nogil=True)
+def _coreachable(trans: np.ndarray, accept: np.ndarray) -> np.ndarray:  # pragma: no cover
+    """The states that can reach an accepting state (bool [n]), reachable from 0 or not."""
+    n = trans.shape[0]
+    ptr, _, src = _in_edges(trans, np.ones(n, np.bool_))
+    live = accept.copy()
+    stack = np.flatnonzero(accept)
+    stack = np.concatenate((stack, np.empty(n - stack.shape[0], np.int64)))
+    top = int(accept.sum())
+    while top:
+        top -= 1
+        t = stack[top]
+        for j in range(ptr[t], ptr[t + 1]):
+            s = src[j]
+            if not live[s]:
+                live[s] = True
+                stack[top] = s
+                top += 1
+    return live
+
+
+@njit(cache=True, nogil=True)
 def byte_packing(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
     """A byte table (256 columns) packed as ``dfa_cache.PackedDfa`` stores it:
     ``(classes uint8 [256], table)``, one column per distinct column, numbered by first
@@ -431,13 +613,13 @@ def _quotient(trans: np.ndarray, accept: np.ndarray,
 
 
 @njit(cache=True, nogil=True)
-def bfs_order(trans: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
-    """States reachable from 0 in breadth-first order, columns in order (int64)."""
+def bfs_order(trans: np.ndarray, start: int = 0) -> np.ndarray:  # pragma: no cover - compiled
+    """States reachable from ``start`` in breadth-first order, columns in order (int64)."""
     n, width = trans.shape
     seen = np.zeros(n, np.bool_)
     order = np.empty(n, np.int64)
-    order[0] = 0
-    seen[0] = True
+    order[0] = start
+    seen[start] = True
     size = 1
     i = 0
     while i < size:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grammarsd.grammar._canonical import column_classes
+from grammarsd.grammar._canonical import canonical_packed, canonical_packed_dag, column_classes
 from grammarsd.grammar.automata import canonical_table
 
 Table = tuple[list[list[int]], list[bool]]
@@ -153,3 +153,72 @@ def test_rejects_bad_shapes() -> None:
         canonical_table(np.zeros((0, 2), np.int32), np.zeros(0, bool))
     with pytest.raises(ValueError):
         canonical_table(np.zeros((2, 2), np.int32), np.zeros(3, bool))
+
+
+# ``canonical_packed_dag``: a DAG of open rows in front of closed rows (a trie before a string
+# body), minimised bottom-up; the oracle is the reference above and the Hopcroft kernel
+
+
+def dag_table(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A random 256-column table whose closed rows lead only to closed rows and whose open rows
+    lead to closed rows or to open rows later in a random order; few distinct columns and few
+    target values, so that equal rows (to merge) and equal columns are common."""
+    num_closed, num_open = int(rng.integers(0, 8)), int(rng.integers(1, 30))
+    n = num_closed + num_open
+    ids = rng.permutation(n)  # row of each node: closed nodes first, then the open ones in order
+    closed = np.zeros(n, bool)
+    closed[ids[:num_closed]] = True
+    shapes = int(rng.integers(1, 5))
+    node_trans = np.full((n, shapes), -1, np.int64)
+    spread = int(rng.integers(1, 4))
+    for node in range(n):
+        if node < num_closed:
+            pool = np.arange(num_closed)
+        else:  # later open nodes, or closed ones
+            pool = np.concatenate([np.arange(num_closed), np.arange(node + 1, n)])
+        if pool.size:
+            pool = pool[: max(1, pool.size // spread)] if rng.random() < 0.5 else pool
+            node_trans[node] = rng.choice(pool, shapes)
+        node_trans[node, rng.random(shapes) < rng.random() * 0.6] = -1
+    picks = rng.integers(0, shapes, 256)
+    trans = np.full((n, 256), -1, np.int32)
+    for node in range(n):
+        row = node_trans[node, picks]
+        trans[ids[node]] = np.where(row >= 0, ids[np.maximum(row, 0)], -1)
+    accept = rng.random(n) < rng.random()
+    return trans, accept, closed
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_canonical_packed_dag_equals_the_general_minimisation(seed: int) -> None:
+    trans, accept, closed = dag_table(np.random.default_rng(seed))
+    got = canonical_packed_dag(trans, accept, closed)
+    assert got is not None
+    want = canonical_packed(trans, accept)
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    ref, ref_accept = reference(trans.tolist(), accept.tolist())
+    assert got[0].tolist() == ref and got[1].tolist() == ref_accept
+
+
+def test_canonical_packed_dag_merges_equal_subtries() -> None:
+    """Two open rows that differ only in targets that are equivalent merge: the words "ab" and
+    "cb" over a loop, whose leaves and ``b`` nodes are one state each once minimised."""
+    trans = np.full((6, 256), -1, np.int32)
+    trans[5, ord("x")] = 5  # closed: x*, accepting
+    trans[0, ord("a")], trans[0, ord("c")] = 1, 2
+    trans[1, ord("b")], trans[2, ord("b")] = 3, 4
+    trans[3, ord("x")] = trans[4, ord("x")] = 5
+    accept = np.array([False, False, False, False, False, True])
+    closed = np.array([False] * 5 + [True])
+    minimal, out_accept, _, _ = canonical_packed_dag(trans, accept, closed)
+    assert minimal.shape[0] == 4 and out_accept.tolist() == [False, False, False, True]
+
+
+def test_canonical_packed_dag_refuses_a_cycle_and_a_closed_row_leading_out() -> None:
+    trans = np.full((3, 256), -1, np.int32)
+    trans[0, 0], trans[1, 1], trans[1, 2] = 1, 0, 2
+    accept = np.array([False, False, True])
+    assert canonical_packed_dag(trans, accept, np.array([False, False, True])) is None
+    with pytest.raises(ValueError, match="closed"):
+        canonical_packed_dag(trans, accept, np.array([False, True, True]))
