@@ -949,8 +949,11 @@ class _Lowering:
         self.accept = accept
         self.max_states = max_states
         n = trans.shape[0]
-        # character rows: ASCII spelled at once for every state (one byte = one code point)
-        self.table = np.full((n + n // 2 + 16, 256), -1, np.int32)
+        # character rows: ASCII spelled at once for every state (one byte = one code point);
+        # room for the intermediate rows (~3 per character row at the median), written only
+        # as they are handed out (``_new_rows``), so untouched room costs no memory traffic
+        self.table = np.empty((4 * n + 64, 256), np.int32)
+        self.table[:n, 0x80:] = -1
         self.table[:n, :0x80] = trans[:, np.searchsorted(bounds, np.arange(0x80), "right") - 1]
         self.size = n
         self.nodes: dict[tuple[object, ...], int] = {}
@@ -1005,9 +1008,10 @@ class _Lowering:
         if self.size > self.max_states:
             raise GrammarTooLargeError("dfa_states", self.size, self.max_states)
         if self.size > self.table.shape[0]:
-            more = np.full((max(self.size, 2 * self.table.shape[0]), 256), -1, np.int32)
+            more = np.empty((max(self.size, 2 * self.table.shape[0]), 256), np.int32)
             more[:node] = self.table[:node]
             self.table = more
+        self.table[node : self.size] = -1
         return node
 
     def _escape(self, encoded: Pieces) -> int:
