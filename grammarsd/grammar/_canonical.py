@@ -943,7 +943,9 @@ def concatenation(head_table: np.ndarray, head_classes: np.ndarray, head_accept:
     """The canonical DFA of ``L(head) L(tail)``, both given and returned packed by byte classes
     (``table[:, classes]`` is the byte table; classes numbered by first occurrence): the
     tail's start row copied onto the head's accepting states, over the classes both sides
-    split the bytes into, then minimised as ``canonical`` does and packed (``_packed``).
+    split the bytes into, then minimised as ``canonical`` does and packed (``_packed``);
+    after a chain head (a member's key) the glue is minimal as it stands where
+    ``_chain_before_minimal`` says so, and is only numbered.
     Returns ``(ok, classes uint8 [256], table, accept)``; not ``ok`` where the head's start
     accepts or an accepting state already leaves on a byte the tail starts with (the result
     would not be deterministic). A head given as a
@@ -977,6 +979,71 @@ def concatenation(head_table: np.ndarray, head_classes: np.ndarray, head_accept:
                     if trans[s, c] >= 0:
                         return failed
                     trans[s, c] = start
+    if _chain_before_minimal(head_table, head_accept, trans, tail_accept):
+        minimal, out_accept = _numbered(trans, accept)
+        classes, table = _packed(minimal, joint)
+        return True, classes, table, out_accept
     starts, run_class, minimal, out_accept = _minimal_by_columns(trans, accept)
     classes, table = _packed(minimal, _class_of_column(starts, run_class)[joint])
     return True, classes, table, out_accept
+
+
+@njit(cache=True, nogil=True)
+def _chain_before_minimal(head_table: np.ndarray, head_accept: np.ndarray, glued: np.ndarray,
+                          tail_accept: np.ndarray) -> bool:  # pragma: no cover - compiled
+    """Whether ``concatenation``'s glued table is minimal as it stands (but for the tail's
+    start, which it may no longer reach): the head is a chain (state i leads only to itself
+    and to i + 1, and only the last one accepts and leads only to itself: a member's key and
+    colon between whitespace loops), the tail is live and does not take the empty string (so
+    no state is dead) and the chain's last state is equivalent to no tail state.
+
+    The head's states are then pairwise apart (the shortest word to acceptance from i is one
+    byte longer than from i + 1), so are the tail's (a minimal DFA, its rows untouched), and
+    a head state i equivalent to a tail state t would make i + 1 equivalent to t's successor
+    on the chain's byte, and so on to the last: it is the only one to compare. It is
+    equivalent to a tail state iff that state rejects, loops where it loops and leads where
+    the tail's start leads elsewhere (the tail is minimal: equivalent tail states are one)."""
+    n, k = head_table.shape
+    if tail_accept[0] or not tail_accept.any():  # (a tail without the empty string, live)
+        return False
+    for i in range(n):
+        if head_accept[i] != (i == n - 1):
+            return False
+        forward = False
+        for c in range(k):
+            t = head_table[i, c]
+            if t == i + 1 and i < n - 1:
+                forward = True
+            elif t >= 0 and t != i:
+                return False
+        if i < n - 1 and not forward:
+            return False
+    last = n - 1
+    for t in range(tail_accept.shape[0]):
+        if tail_accept[t]:
+            continue
+        same = True
+        for c in range(k):
+            mine = glued[last, c]
+            theirs = glued[n + t, c]
+            if not (theirs == n + t if mine == last else theirs == mine):
+                same = False
+                break
+        if same:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _numbered(trans: np.ndarray, accept: np.ndarray) -> tuple[
+        np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """A minimal table's states reachable from 0, numbered breadth-first."""
+    order = bfs_order(trans)
+    new_id = np.full(trans.shape[0] + 1, -1, np.int32)  # the last slot maps -1 to -1
+    for i in range(order.shape[0]):
+        new_id[order[i]] = i
+    minimal = np.empty((order.shape[0], trans.shape[1]), np.int32)
+    for i in range(order.shape[0]):
+        for c in range(trans.shape[1]):
+            minimal[i, c] = new_id[trans[order[i], c]]
+    return minimal, accept[order]

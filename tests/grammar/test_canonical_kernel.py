@@ -9,7 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grammarsd.grammar._canonical import canonical_packed, canonical_packed_dag, column_classes
+from grammarsd.grammar._canonical import (
+    canonical_packed,
+    canonical_packed_dag,
+    column_classes,
+    concatenation,
+)
 from grammarsd.grammar.automata import canonical_table
 
 Table = tuple[list[list[int]], list[bool]]
@@ -222,3 +227,105 @@ def test_canonical_packed_dag_refuses_a_cycle_and_a_closed_row_leading_out() -> 
     assert canonical_packed_dag(trans, accept, np.array([False, False, True])) is None
     with pytest.raises(ValueError, match="closed"):
         canonical_packed_dag(trans, accept, np.array([False, True, True]))
+
+
+# ``concatenation``: a head followed by a tail, both packed; a chain head (a member's key and
+# colon between whitespace loops) skips the minimisation where it provably has nothing to do.
+# The oracle: the two byte tables glued by hand and minimised by the Hopcroft kernel
+
+
+def _glued(head: np.ndarray, head_accept: np.ndarray, tail: np.ndarray,
+           tail_accept: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``L(head) L(tail)`` as one byte table (None where it would not be deterministic)."""
+    n = head.shape[0]
+    trans = np.vstack([head, np.where(tail >= 0, tail + n, -1)]).astype(np.int32)
+    for s in np.flatnonzero(head_accept):
+        start = trans[n]
+        if ((start >= 0) & (trans[s] >= 0)).any():
+            return None
+        trans[s] = np.where(start >= 0, start, trans[s])
+    return trans, np.concatenate([np.zeros(n, bool), tail_accept])
+
+
+def _random_chain(rng: np.random.Generator, alphabet: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n = int(rng.integers(2, 7))
+    trans = np.full((n, 256), -1, np.int32)
+    for i in range(n):
+        if i < n - 1:
+            trans[i, rng.choice(alphabet)] = i + 1
+        if rng.random() < 0.4:
+            loop = rng.choice(alphabet, int(rng.integers(1, 3)))
+            trans[i, loop[trans[i, loop] < 0]] = i
+    accept = np.zeros(n, bool)
+    accept[-1] = True
+    return trans, accept
+
+
+def _random_tail(rng: np.random.Generator, alphabet: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    m = int(rng.integers(1, 6))
+    trans = np.full((m, 256), -1, np.int32)
+    for s in range(m):
+        for b in rng.choice(alphabet, int(rng.integers(1, 4))):
+            trans[s, b] = rng.integers(0, m)
+    accept = rng.random(m) < 0.4
+    accept[rng.integers(0, m)] = True
+    return trans, accept
+
+
+def _concatenated(head: tuple[np.ndarray, np.ndarray],
+                  tail: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...] | None:
+    (ht, ha), (tt, ta) = head, tail
+    tail_min, tail_acc, tail_classes, tail_table = canonical_packed(tt, ta)
+    ok, classes, table, accept = concatenation(ht, np.arange(256).astype(np.uint8), ha,
+                                               tail_table, tail_classes, tail_acc)
+    glued = _glued(ht, ha, tail_min, tail_acc)
+    assert ok == (glued is not None)
+    if not ok:
+        return None
+    want = canonical_packed(*glued)
+    assert np.array_equal(table[:, classes], want[0]) and np.array_equal(accept, want[1])
+    assert np.array_equal(classes, want[2]) and np.array_equal(table, want[3])
+    return table
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_concatenation_after_a_chain_equals_the_minimised_glue(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    alphabet = rng.choice(np.arange(32, 40), int(rng.integers(2, 5)), replace=False)
+    _concatenated(_random_chain(rng, alphabet), _random_tail(rng, alphabet))
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_concatenation_after_any_head_equals_the_minimised_glue(seed: int) -> None:
+    """Heads that are no chain (a canonical random DFA) take the general minimisation."""
+    rng = np.random.default_rng(seed)
+    alphabet = rng.choice(np.arange(32, 40), int(rng.integers(2, 5)), replace=False)
+    head_min, head_acc, _, _ = canonical_packed(*_random_tail(rng, alphabet))
+    if not head_acc[0]:
+        _concatenated((head_min, head_acc), _random_tail(rng, alphabet))
+
+
+def test_concatenation_merges_a_chain_end_with_its_twin_in_the_tail() -> None:
+    """``k x*`` then ``b (x* b)*``: the chain's last state (loop on x, then b) is the tail's
+    state after ``b x``, so the glue is not minimal as it stands."""
+    x, b, k = ord("x"), ord("b"), ord("k")
+    head = np.full((2, 256), -1, np.int32)
+    head[0, k], head[1, x] = 1, 1
+    tail = np.full((3, 256), -1, np.int32)
+    tail[0, b], tail[1, x], tail[2, x], tail[2, b] = 1, 2, 2, 1
+    table = _concatenated((head, np.array([False, True])), (tail, np.array([False, True, False])))
+    assert table is not None and table.shape[0] == 3  # k, then {the twins}, then after b
+
+
+def test_concatenation_after_a_loop_back_is_minimised() -> None:
+    """``a (b c)*`` then ``z (w (b c)* z)*``: after the glue the head's state after ``a`` is
+    the tail's state after ``z w`` and the one after ``a b`` the one after ``z w b``; the
+    head is no chain (``c`` leads back), so the general minimisation finds them."""
+    a, b, c, w, z = map(ord, "abcwz")
+    head = np.full((3, 256), -1, np.int32)
+    head[0, a], head[1, b], head[2, c] = 1, 2, 1
+    tail = np.full((4, 256), -1, np.int32)
+    tail[0, z], tail[1, w], tail[2, z], tail[2, b], tail[3, c] = 1, 2, 1, 3, 2
+    table = _concatenated((head, np.array([False, True, False])),
+                          (tail, np.array([False, True, False, False])))
+    assert table is not None and table.shape[0] == 4  # 0, {1, t}, {2, t2}, F; no start
