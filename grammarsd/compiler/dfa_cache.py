@@ -44,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from grammarsd.compiler.lexer import (
     ByteDFA,
@@ -572,21 +573,31 @@ def _chain(expr: Expr) -> ByteDFA | None:
                 return None
         else:
             return None
-    n = len(spelled) + 1
-    if n == 1:
+    if not spelled:
         return None
-    trans = np.full((n, 256), -1, np.int32)
-    states = np.arange(n - 1)
-    trans[states, np.frombuffer(bytes(spelled), np.uint8)] = states + 1
-    for state, loop in loops.items():
-        for a, b in loop.ranges:
-            trans[state, a:b + 1] = state
-    accept = np.zeros(n, np.bool_)
-    accept[-1] = True
-    classes, table = byte_packing(trans)
+    ranges = [(state, a, b) for state, loop in loops.items() for a, b in loop.ranges]
+    trans, accept, classes, table = _chain_table(
+        np.frombuffer(bytes(spelled), np.uint8), np.array(ranges, np.int64).reshape(-1, 3))
     for arr in (trans, accept, classes, table):
         arr.setflags(write=False)
     return ByteDFA(trans, accept, packed=(classes, table))
+
+
+@njit(cache=True, nogil=True)
+def _chain_table(spelled: np.ndarray, loops: np.ndarray) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """``_chain``'s table: state i reads ``spelled[i]`` to i + 1, loops on ``a..b`` for each
+    ``(i, a, b)`` of ``loops``, the last state accepts; with its packing (``byte_packing``)."""
+    n = spelled.shape[0] + 1
+    trans = np.full((n, 256), -1, np.int32)
+    for i in range(n - 1):
+        trans[i, spelled[i]] = i + 1
+    for r in range(loops.shape[0]):
+        trans[loops[r, 0], loops[r, 1]:loops[r, 2] + 1] = loops[r, 0]
+    accept = np.zeros(n, np.bool_)
+    accept[n - 1] = True
+    classes, table = byte_packing(trans)
+    return trans, accept, classes, table
 
 
 def _chain_shaped(e: Expr) -> bool:
