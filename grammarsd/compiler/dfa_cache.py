@@ -51,6 +51,7 @@ from grammarsd.compiler.lexer import (
     RuleSet,
     _counted,
     _finish,
+    _read_only,
     build_byte_dfa,
     excluding_lexeme,
 )
@@ -627,14 +628,6 @@ def _join(head: ByteDFA | PackedDfa, tail: PackedDfa, max_states: int) -> Packed
 
 
 _EACH_BYTE = np.arange(256, dtype=np.uint8)  # a byte table's classes: a column per byte
-
-
-def _read_only(a: np.ndarray) -> np.ndarray:
-    """A read-only view of ``a``: tables arrive writable or not, and numba compiles a
-    kernel once per combination of flags."""
-    view = a.view()
-    view.setflags(write=False)
-    return view
 
 
 DFA_CACHE = DfaCache()
