@@ -179,23 +179,9 @@ def _minimal_dag(trans: np.ndarray, accept: np.ndarray, closed: np.ndarray) -> t
         rep[u] = _insert_row(rows, row_accept, hashes, slots, num)
         if rep[u] == num:
             num += 1
-    start = rep[0]
-    if start < 0:  # the empty language: one state, no way out
-        minimal = np.full((1, width), -1, np.int32)
-        accepting = np.zeros(1, np.bool_)
-    else:
-        order = bfs_order(rows[:num], start)
-        new_id = np.empty(num + 1, np.int32)  # the last slot maps -1 to -1
-        new_id[-1] = -1
-        minimal = np.empty((order.shape[0], width), np.int32)
-        accepting = np.empty(order.shape[0], np.bool_)
-        for i in range(order.shape[0]):
-            new_id[order[i]] = i
-        for i in range(order.shape[0]):
-            accepting[i] = row_accept[order[i]]
-            for c in range(width):
-                minimal[i, c] = new_id[rows[order[i], c]]
-    return minimal, accepting
+    if rep[0] < 0:  # the empty language: one state, no way out
+        return np.full((1, width), -1, np.int32), np.zeros(1, np.bool_)
+    return _numbered(rows[:num], row_accept[:num], rep[0])
 
 
 @njit(cache=True, nogil=True)
@@ -226,7 +212,7 @@ def _insert_row(rows: np.ndarray, row_accept: np.ndarray, hashes: np.ndarray, sl
 def _coreachable(trans: np.ndarray, accept: np.ndarray) -> np.ndarray:  # pragma: no cover
     """The states that can reach an accepting state (bool [n]), reachable from 0 or not."""
     n = trans.shape[0]
-    ptr, _, src = _in_edges(trans, np.ones(n, np.bool_))
+    ptr, _, src = _in_edges(trans)
     live = accept.copy()
     stack = np.flatnonzero(accept)
     stack = np.concatenate((stack, np.empty(n - stack.shape[0], np.int64)))
@@ -291,16 +277,8 @@ def _minimal_by_columns(trans: np.ndarray, accept: np.ndarray) -> tuple[
     kept = _restrict(reduced, live)
     kept_accept = accept[live]
     quot, quot_accept = _quotient(kept, kept_accept, _hopcroft(kept, kept_accept))
-    order = bfs_order(quot)
-    new_id = np.empty(order.shape[0] + 1, np.int32)  # the last slot maps -1 to -1
-    new_id[-1] = -1
-    for i in range(order.shape[0]):
-        new_id[order[i]] = i
-    minimal = np.empty((order.shape[0], quot.shape[1]), np.int32)
-    for i in range(order.shape[0]):
-        for c in range(quot.shape[1]):
-            minimal[i, c] = new_id[quot[order[i], c]]
-    return starts, run_class, minimal, quot_accept[order]
+    minimal, accepting = _numbered(quot, quot_accept)
+    return starts, run_class, minimal, accepting
 
 
 @njit(cache=True, nogil=True)
@@ -373,28 +351,12 @@ def _hash_cons(trans: np.ndarray, columns: np.ndarray,
 
 @njit(cache=True, nogil=True)
 def _live(trans: np.ndarray, accept: np.ndarray) -> np.ndarray:  # pragma: no cover
-    """The states reachable from 0 that can reach an accepting state (bool [n])."""
-    n = trans.shape[0]
-    seen = np.zeros(n, np.bool_)
+    """The states reachable from 0 that can reach an accepting state (bool [n]). (A state's
+    predecessors are unreachable if it is, so the backward search stays among the reachable
+    ones.)"""
+    seen = np.zeros(trans.shape[0], np.bool_)
     seen[bfs_order(trans)] = True  # forwards from 0
-    ptr, _, src = _in_edges(trans, seen)
-    live = accept & seen
-    stack = np.empty(n, np.int64)
-    top = 0
-    for s in range(n):  # backwards from the reachable accepting states
-        if live[s]:
-            stack[top] = s
-            top += 1
-    while top:
-        top -= 1
-        t = stack[top]
-        for j in range(ptr[t], ptr[t + 1]):
-            s = src[j]
-            if not live[s]:
-                live[s] = True
-                stack[top] = s
-                top += 1
-    return live
+    return _coreachable(trans, accept & seen) & seen
 
 
 @njit(cache=True, nogil=True)
@@ -422,35 +384,33 @@ def _hopcroft(trans: np.ndarray, accept: np.ndarray) -> np.ndarray:  # pragma: n
     own that never splits, and by Hopcroft's "all blocks but one" rule it need never be a
     splitter (trimmed, no real state is equivalent to it). Cost O(m log n) in the number m of
     transitions."""
-    ptr, sym, src = _in_edges(trans, np.ones(trans.shape[0], np.bool_))
+    ptr, sym, src = _in_edges(trans)
     return refine(accept, ptr, sym, src, trans.shape[1])
 
 
 @njit(cache=True, nogil=True)
-def _in_edges(trans: np.ndarray, rows: np.ndarray) -> tuple[
+def _in_edges(trans: np.ndarray) -> tuple[
         np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """The transitions out of the states marked in ``rows`` (bool [n]) by target, as CSR: those
-    into t are ``ptr[t]:ptr[t + 1]`` of ``(sym, src)``, each group in row-major order."""
+    """The transitions by target, as CSR: those into t are ``ptr[t]:ptr[t + 1]`` of ``(sym,
+    src)``, each group in row-major order."""
     n, width = trans.shape
     ptr = np.zeros(n + 1, np.int64)
     for s in range(n):
-        if rows[s]:
-            for c in range(width):
-                if trans[s, c] >= 0:
-                    ptr[trans[s, c] + 1] += 1
+        for c in range(width):
+            if trans[s, c] >= 0:
+                ptr[trans[s, c] + 1] += 1
     for s in range(n):
         ptr[s + 1] += ptr[s]
     fill = ptr[:-1].copy()
     sym = np.empty(ptr[n], np.int64)
     src = np.empty(ptr[n], np.int64)
     for s in range(n):
-        if rows[s]:
-            for c in range(width):
-                t = trans[s, c]
-                if t >= 0:
-                    sym[fill[t]] = c
-                    src[fill[t]] = s
-                    fill[t] += 1
+        for c in range(width):
+            t = trans[s, c]
+            if t >= 0:
+                sym[fill[t]] = c
+                src[fill[t]] = s
+                fill[t] += 1
     return ptr, sym, src
 
 
@@ -1035,10 +995,10 @@ def _chain_before_minimal(head_table: np.ndarray, head_accept: np.ndarray, glued
 
 
 @njit(cache=True, nogil=True)
-def _numbered(trans: np.ndarray, accept: np.ndarray) -> tuple[
+def _numbered(trans: np.ndarray, accept: np.ndarray, start: int = 0) -> tuple[
         np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """A minimal table's states reachable from 0, numbered breadth-first."""
-    order = bfs_order(trans)
+    """A minimal table's states reachable from ``start``, numbered breadth-first."""
+    order = bfs_order(trans, start)
     new_id = np.full(trans.shape[0] + 1, -1, np.int32)  # the last slot maps -1 to -1
     for i in range(order.shape[0]):
         new_id[order[i]] = i
