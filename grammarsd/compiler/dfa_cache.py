@@ -159,6 +159,14 @@ class PackedDfa:
     cap: int
     char_start: np.ndarray | None
 
+    def __post_init__(self) -> None:
+        # shared by every grammar that meets the terminal, so never written; and read-only
+        # always, so the kernels that read it (``tables._place``) compile one variant, not a
+        # second one in the middle of a run when a join first hands them a writable table
+        for a in (self.classes, self.table, self.accept, self.tile, self.char_start):
+            if a is not None:
+                a.setflags(write=False)
+
     @property
     def num_states(self) -> int:
         return int(self.table.shape[0])
