@@ -109,11 +109,11 @@ def _minimal_dag(trans: np.ndarray, accept: np.ndarray, closed: np.ndarray) -> t
     kept = _restrict(sub, live)
     block = _hopcroft(kept, sub_accept[live])
     rep = np.full(n, -2, np.int64)
-    rows = np.empty((members.shape[0] + n, width), np.int32)  # a row per class so far
-    row_accept = np.empty(members.shape[0] + n, np.bool_)
+    rows = np.empty((n, width), np.int32)  # a row per class so far (at most one per state)
+    row_accept = np.empty(n, np.bool_)
     num = 0
     k = 0
-    first_of = np.full(members.shape[0] + 1, -1, np.int64)  # a member of each block
+    first_of = np.full(members.shape[0], -1, np.int64)  # a member of each block
     for i in range(members.shape[0]):
         if live[i]:
             b = block[k]
@@ -128,7 +128,7 @@ def _minimal_dag(trans: np.ndarray, accept: np.ndarray, closed: np.ndarray) -> t
     while cap < 2 * (num + n):
         cap *= 2
     slots = np.full(cap, -1, np.int64)
-    hashes = np.empty(members.shape[0] + n, np.int64)
+    hashes = np.empty(n, np.int64)
     for b in range(num):
         s = first_of[b]
         for c in range(width):
