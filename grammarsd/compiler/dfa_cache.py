@@ -29,9 +29,11 @@ key and ``ws "," ws member`` after another. The second is built after the first,
 the comma's DFA with the member's cached DFA behind it (``DfaCache._joined``): no parts, no
 subset construction, only the canonical numbering of the glued table. A terminal of literals
 and whitespace loops alone (a key and its colon, a comma) is written out as its table
-(``_chain``), which is canonical as it stands. A member met first (or only) in one form is its
-key's chain joined to its value's DFA, the value a terminal of its own: values recur across
-members, keys do not (``DfaCache._chain_then_value``).
+(``_chain``), which is canonical as it stands. Any other sequence is glued from its pieces
+(``DfaCache._sequence``): its runs of literals and loops as chains, its other items as
+terminals of their own (values recur across members, keys do not), laid end to end in one
+kernel and minimised once; a whole small object of string members costs one minimisation of
+its ~100 states instead of an NFA of its parts and a subset construction.
 """
 
 from __future__ import annotations
@@ -56,7 +58,12 @@ from grammarsd.compiler.lexer import (
     excluding_lexeme,
 )
 from grammarsd.errors import GrammarTooLargeError
-from grammarsd.grammar._canonical import byte_packing, concatenation, subset_construction
+from grammarsd.grammar._canonical import (
+    byte_packing,
+    concatenation,
+    sequence,
+    subset_construction,
+)
 from grammarsd.grammar.encodings import decoded_class
 from grammarsd.grammar.ir import (
     Capped,
@@ -347,7 +354,7 @@ class DfaCache:
         """The DFA of a ``Seq`` of at most ``JOIN_HEAD`` items and a last one that is a terminal
         already built (an object member's comma variant ``ws "," ws member``, built after the
         member itself), as the head's DFA followed by the last item's; where that item is not
-        cached, as a chain followed by a value (``_chain_then_value``). None where either side
+        cached, as its pieces glued (``_sequence``). None where either side
         derives the empty string or the join is not deterministic."""
         if not isinstance(expr, Seq) or len(expr.items) < 2:
             return None
@@ -357,32 +364,53 @@ class DfaCache:
         if len(head_items) <= JOIN_HEAD:
             tail = self._lookup(("terminal", fingerprint(tail_expr) + tag, max_states))
         if tail is None:
-            return self._chain_then_value(expr, max_states, variant)
+            return self._sequence(expr, max_states, variant)
         head_expr = Seq(tuple(head_items)) if len(head_items) > 1 else head_items[0]
         if nullable(head_expr) or nullable(tail_expr):
             return None
         assert isinstance(tail, PackedDfa)
-        return _join(self.get(head_expr, max_states, variant=variant), tail, max_states)
+        return _glue([self.get(head_expr, max_states, variant=variant), tail], max_states)
 
-    def _chain_then_value(self, expr: Seq, max_states: int,
-                          variant: Variant | None) -> PackedDfa | None:
-        """The DFA of an object member ``key ws ":" ws value`` (or its comma variant, the member
-        nested last) as the chain before the value (``_chain``, not cached: keys differ)
-        followed by the value's DFA, built or found as a terminal of its own (values repeat
-        across members); None where the items before the last leaf are no chain."""
-        items = list(expr.items)
-        while isinstance(items[-1], Seq) and len(items[-1].items) > 1 and all(
-                map(_chain_shaped, items[-1].items[:-1])):
-            items[-1:] = items[-1].items
-        *head_items, value = items
-        if (_chain_shaped(value) or not all(map(_chain_shaped, head_items))  # (no rewrite
-                or nullable(value)):  # to try where ``_chain`` would refuse the head)
-            return None  # all of it a chain (``_chain``), or no chain before the value
-        head_expr = Seq(tuple(head_items))
-        head = _chain(head_expr if variant is None else variant.rewrite(head_expr))
-        if head is None:
+    def _sequence(self, expr: Seq, max_states: int,
+                  variant: Variant | None) -> PackedDfa | None:
+        """The DFA of a ``Seq`` as its pieces glued in one kernel (``_glue``): each run of
+        literals and whitespace loops a chain (``_chain``, not cached: keys differ), each
+        other item its DFA as a terminal of its own, built or found (values recur across
+        members). A nested ``Seq`` is one piece where it is cached as a terminal (a member
+        met before) or an item of it that is no link of a chain derives the empty string (a
+        number), else its items are items. An object of string members is its keys' chains
+        and one string DFA: no NFA, no subset construction, one minimisation. None where
+        there is no value between chains, an item derives the empty string, a run is no
+        chain, or the glue is not deterministic; the items' DFAs are built only once the
+        shape is known to fit."""
+        tag = b"" if variant is None else variant.tag
+        pieces: list[ByteDFA | PackedDfa | Expr] = []  # an item still to build: its Expr
+        run: list[Expr] = []
+        todo = list(reversed(expr.items))
+        while todo:
+            item = todo.pop()
+            if _chain_shaped(item):
+                run.append(item)
+                continue
+            piece: PackedDfa | Expr = item
+            if isinstance(item, Seq) and not _opaque(item):
+                found = self._lookup(("terminal", fingerprint(item) + tag, max_states))
+                if found is None and all(_chain_shaped(e) or not nullable(e)
+                                         for e in item.items):
+                    todo.extend(reversed(item.items))
+                    continue
+                if found is not None:
+                    assert isinstance(found, PackedDfa)
+                    piece = found
+            if (run and not _add_chain(pieces, run, variant)) or (
+                    piece is item and nullable(item)):
+                return None
+            run = []
+            pieces.append(piece)
+        if (run and not _add_chain(pieces, run, variant)) or len(pieces) < 2:
             return None
-        return _join(head, self.get(value, max_states, variant=variant), max_states)
+        return _glue([self.get(p, max_states, variant=variant) if isinstance(p, Expr) else p
+                      for p in pieces], max_states)
 
     def _lookup(self, key: tuple[object, ...]) -> PackedDfa | _Part | None:
         with self._lock:
@@ -614,6 +642,17 @@ def _chain_shaped(e: Expr) -> bool:
     return isinstance(e, Literal) or (isinstance(e, Repeat) and isinstance(e.item, CharClass))
 
 
+def _add_chain(pieces: list[ByteDFA | PackedDfa | Expr], run: list[Expr],
+               variant: Variant | None) -> bool:
+    """Append the chain of ``run`` (rewritten by ``variant``) to ``pieces``; False where it is
+    no chain."""
+    expr = Seq(tuple(run))
+    chain = _chain(expr if variant is None else variant.rewrite(expr))
+    if chain is not None:
+        pieces.append(chain)
+    return chain is not None
+
+
 def _join(head: ByteDFA | PackedDfa, tail: PackedDfa, max_states: int) -> PackedDfa | None:
     """The canonical DFA of ``L(head) L(tail)`` (both without the empty string), in one kernel
     over the packed tables (``_canonical.concatenation``); None where a side is tiled or
@@ -636,6 +675,38 @@ def _join(head: ByteDFA | PackedDfa, tail: PackedDfa, max_states: int) -> Packed
 
 
 _EACH_BYTE = np.arange(256, dtype=np.uint8)  # a byte table's classes: a column per byte
+
+
+def _glue(pieces: list[ByteDFA | PackedDfa], max_states: int) -> PackedDfa | None:
+    """The canonical DFA of the pieces' languages one after another (none with the empty
+    string): two by ``_join``, more in one kernel over their packed tables laid end to end
+    (``_canonical.sequence``); None where a piece is tiled or capped, or where the result
+    would not be deterministic."""
+    if len(pieces) == 2:
+        head, tail = pieces
+        return _join(head, tail if isinstance(tail, PackedDfa) else PackedDfa.pack(tail),
+                     max_states)
+    packed = []
+    for piece in pieces:
+        if piece.tile is not None or piece.cap:
+            return None
+        if isinstance(piece, PackedDfa):
+            packed.append((piece.classes, piece.table, piece.accept))
+        else:  # a chain (``_chain``) comes packed
+            assert piece.packed is not None
+            packed.append((*piece.packed, piece.accept))
+    rows = [table.shape[0] for _, table, _ in packed]
+    widths = [table.shape[1] for _, table, _ in packed]
+    ok, classes, table, accept = sequence(
+        np.concatenate([c for c, _, _ in packed]),
+        np.concatenate([t.ravel() for _, t, _ in packed]),
+        np.cumsum([0] + [r * w for r, w in zip(rows[:-1], widths[:-1], strict=True)]),
+        np.array(widths, np.int64), np.cumsum([0] + rows), np.concatenate([a for _, _, a in packed]))
+    if not ok:
+        return None
+    if table.shape[0] > max_states:
+        raise GrammarTooLargeError("dfa_states", int(table.shape[0]), max_states)
+    return PackedDfa(classes, table, accept, None, 0, None)
 
 
 DFA_CACHE = DfaCache()

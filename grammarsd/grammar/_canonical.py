@@ -901,51 +901,96 @@ def concatenation(head_table: np.ndarray, head_classes: np.ndarray, head_accept:
                   tail_table: np.ndarray, tail_classes: np.ndarray, tail_accept: np.ndarray,
                   ) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
     """The canonical DFA of ``L(head) L(tail)``, both given and returned packed by byte classes
-    (``table[:, classes]`` is the byte table; classes numbered by first occurrence): the
-    tail's start row copied onto the head's accepting states, over the classes both sides
-    split the bytes into, then minimised as ``canonical`` does and packed (``_packed``);
-    after a chain head (a member's key) the glue is minimal as it stands where
-    ``_chain_before_minimal`` says so, and is only numbered.
-    Returns ``(ok, classes uint8 [256], table, accept)``; not ``ok`` where the head's start
-    accepts or an accepting state already leaves on a byte the tail starts with (the result
-    would not be deterministic). A head given as a
-    byte table (a member's key chain: 256 columns) is packed first, so the work below runs
-    over the few classes its bytes fall into."""
+    (``table[:, classes]`` is the byte table; classes numbered by first occurrence): ``sequence``
+    of the two, except that after a chain head (a member's key) the glue is minimal as it
+    stands where ``_chain_before_minimal`` says so, and is only numbered. A head given as a
+    byte table (256 columns) is packed first, so the work runs over the few classes its bytes
+    fall into."""
     if head_table.shape[1] == 256:
         starts, run_class, first = column_classes(head_table)
         head_classes = _class_of_column(starts, run_class).astype(np.uint8)
         head_table = np.ascontiguousarray(head_table[:, first])
-    joint, head_of, tail_of = joint_classes(head_classes, tail_classes)
-    k = head_of.shape[0]
     n, m = head_table.shape[0], tail_table.shape[0]
-    trans = np.empty((n + m, k), np.int32)
-    for s in range(n):
-        for c in range(k):
-            trans[s, c] = head_table[s, head_of[c]]
-    for s in range(m):
-        for c in range(k):
-            t = tail_table[s, tail_of[c]]
-            trans[n + s, c] = t + n if t >= 0 else -1
-    accept = np.zeros(n + m, np.bool_)
-    accept[n:] = tail_accept
-    failed = (False, np.empty(0, np.uint8), np.empty((0, 0), np.int32), accept[:0])
-    if head_accept[0]:
-        return failed
-    for s in range(n):
-        if head_accept[s]:
+    classes = np.concatenate((head_classes, tail_classes))
+    cells = np.concatenate((head_table.ravel(), tail_table.ravel()))
+    cell_base = np.array([0, n * head_table.shape[1]], np.int64)
+    widths = np.array([head_table.shape[1], tail_table.shape[1]], np.int64)
+    offsets = np.array([0, n, n + m], np.int64)
+    accept = np.concatenate((head_accept, tail_accept))
+    ok, trans, glued_accept, joint = _glued(classes, cells, cell_base, widths, offsets, accept)
+    if ok and _chain_before_minimal(head_table, head_accept, trans, tail_accept):
+        minimal, minimal_accept = _numbered(trans, glued_accept)
+        packed_classes, table = _packed(minimal, joint)
+        return True, packed_classes, table, minimal_accept
+    return _minimised(ok, trans, glued_accept, joint)
+
+
+@njit(cache=True, nogil=True)
+def sequence(classes: np.ndarray, cells: np.ndarray, cell_base: np.ndarray, widths: np.ndarray,
+             offsets: np.ndarray, accept: np.ndarray,
+             ) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    """The canonical DFA of ``L(piece 0) L(piece 1) ... L(piece P - 1)``, each piece packed
+    (``concatenation``'s form) and all of them flat: piece p's classes are
+    ``classes[256 p:256 (p + 1)]``, its table (``widths[p]`` columns, row-major) starts at
+    ``cells[cell_base[p]]``, its states (targets local to it) are
+    ``offsets[p]:offsets[p + 1]`` of ``accept``. Each piece's start row is copied onto the
+    accepting states of the piece before, over the classes all pieces split the bytes into;
+    the glue is minimised as ``canonical`` does and packed (``_packed``). Returns ``(ok,
+    classes uint8 [256], table, accept)``; not ``ok`` where a piece's start accepts or an
+    accepting state already leaves on a byte the next piece starts with (the result would
+    not be deterministic)."""
+    return _minimised(*_glued(classes, cells, cell_base, widths, offsets, accept))
+
+
+@njit(cache=True, nogil=True)
+def _glued(classes: np.ndarray, cells: np.ndarray, cell_base: np.ndarray, widths: np.ndarray,
+           offsets: np.ndarray, accept: np.ndarray) -> tuple[
+               bool, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """``sequence``'s glue before minimisation: ``(ok, table over the joint classes, its
+    accepting states, byte -> joint class)``."""
+    num = offsets.shape[0] - 1
+    joint = np.zeros(256, np.int64)
+    for p in range(num):
+        joint = joint_classes(joint, classes[256 * p:256 * (p + 1)])[0]
+    k = joint.max() + 1
+    rep = np.empty(k, np.int64)  # a byte of each joint class
+    for x in range(255, -1, -1):
+        rep[joint[x]] = x
+    n = offsets[num]
+    trans = np.empty((n, k), np.int32)
+    out_accept = np.zeros(n, np.bool_)
+    out_accept[offsets[num - 1]:] = accept[offsets[num - 1]:]
+    for p in range(num):
+        if accept[offsets[p]]:
+            return False, trans, out_accept, joint
+        off, base, width = offsets[p], cell_base[p], widths[p]
+        for s in range(off, offsets[p + 1]):
+            row = base + (s - off) * width
             for c in range(k):
-                start = trans[n, c]
-                if start >= 0:
-                    if trans[s, c] >= 0:
-                        return failed
-                    trans[s, c] = start
-    if _chain_before_minimal(head_table, head_accept, trans, tail_accept):
-        minimal, out_accept = _numbered(trans, accept)
-        classes, table = _packed(minimal, joint)
-        return True, classes, table, out_accept
-    starts, run_class, minimal, out_accept = _minimal_by_columns(trans, accept)
+                t = cells[row + classes[256 * p + rep[c]]]
+                trans[s, c] = t + off if t >= 0 else -1
+    for p in range(num - 1):
+        start = offsets[p + 1]
+        for s in range(offsets[p], start):
+            if accept[s]:
+                for c in range(k):
+                    t = trans[start, c]
+                    if t >= 0:
+                        if trans[s, c] >= 0:
+                            return False, trans, out_accept, joint
+                        trans[s, c] = t
+    return True, trans, out_accept, joint
+
+
+@njit(cache=True, nogil=True)
+def _minimised(ok: bool, trans: np.ndarray, accept: np.ndarray, joint: np.ndarray) -> tuple[
+        bool, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """A glue (``_glued``) minimised and packed as ``sequence`` returns it."""
+    if not ok:
+        return False, np.empty(0, np.uint8), np.empty((0, 0), np.int32), accept[:0]
+    starts, run_class, minimal, minimal_accept = _minimal_by_columns(trans, accept)
     classes, table = _packed(minimal, _class_of_column(starts, run_class)[joint])
-    return True, classes, table, out_accept
+    return True, classes, table, minimal_accept
 
 
 @njit(cache=True, nogil=True)

@@ -284,8 +284,8 @@ def _watched_cache(monkeypatch: pytest.MonkeyPatch) -> tuple[DfaCache, list[Expr
 
 
 def _unjoined(key: str, value: Expr) -> Expr:
-    """A member with a gap after its value: no chain before a last value to join
-    (``DfaCache._chain_then_value``), so it is composed or built directly."""
+    """A member with a gap after its value: the gap alone is no chain (it spells no byte), so
+    the member is not glued (``DfaCache._sequence``) but composed or built directly."""
     return Seq((_prop(key, value), WS))
 
 
@@ -312,12 +312,15 @@ def test_a_small_terminal_without_string_parts_is_composed_at_once(
     assert composed == [small]
 
 
-def test_a_key_complement_part_is_composed_when_first_met(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Built from its trie, the part is cheaper than reading it inside the whole terminal."""
+def test_a_key_complement_part_is_built_from_its_trie_when_first_met(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built from its trie, the part is cheaper than reading it inside the whole terminal: the
+    member is that part glued to its colon's chain, nothing composed."""
     cache, composed = _watched_cache(monkeypatch)
+    joins = _watched_joins(monkeypatch)
     member = Seq((_quoted(Excluding(("id", "name", "\u00e9"), ANY_CHAR)), WS, Literal(":")))
     assert _same(cache.get(member, 50_000), _direct_dfa(member))
-    assert composed == [member]
+    assert composed == [] and joins == [True]
 
 
 def test_composition_keeps_the_state_bound(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -329,17 +332,18 @@ def test_composition_keeps_the_state_bound(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def _watched_joins(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Under ``COMPOSE = "reused"``, whether each attempted join succeeded."""
+    """Under ``COMPOSE = "reused"``, whether each attempted glue (``dfa_cache._glue``)
+    succeeded."""
     monkeypatch.setattr(dfa_cache, "COMPOSE", "reused")
     joins: list[bool] = []
-    real = dfa_cache._join
+    real = dfa_cache._glue
 
-    def spy(head: object, tail: object, max_states: int) -> object:
-        out = real(head, tail, max_states)  # type: ignore[arg-type]
+    def spy(pieces: list[object], max_states: int) -> object:
+        out = real(pieces, max_states)  # type: ignore[arg-type]
         joins.append(out is not None)
         return out
 
-    monkeypatch.setattr(dfa_cache, "_join", spy)
+    monkeypatch.setattr(dfa_cache, "_glue", spy)
     return joins
 
 
@@ -388,12 +392,33 @@ def test_a_member_is_its_key_chain_joined_to_its_value(
         assert sum(key[0] == "terminal" for key in cache._items) == 3
 
 
-def test_a_member_after_a_key_that_is_no_chain_is_not_joined(
+def test_a_member_after_a_key_that_is_no_chain_glues_the_key_dfa(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    """An other key (a key complement) is a piece of its own, like a value."""
     joins = _watched_joins(monkeypatch)
     member = Seq((_quoted(Excluding(("id",), ANY_CHAR)), WS, Literal(":"), WS, _quoted(URI_BODY)))
     assert _same(DfaCache().get(member, 50_000), _direct_dfa(member))
-    assert joins == []
+    assert joins == [True]
+
+
+def test_an_object_of_members_is_glued_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nested sequences (a member, the rest of the object after it) are spliced: their chains
+    and values are glued in one kernel; a member met before is one piece."""
+    joins = _watched_joins(monkeypatch)
+    cache = DfaCache()
+
+    def member(key: str, value: Expr) -> Expr:
+        return Seq((Literal(f'"{key}"'), WS, Literal(":"), WS, value))
+
+    digits = Seq((Repeat(Literal("-"), 0, 1), Repeat(_DIGITS, 1, None)))  # one piece: nullable
+    rest = Seq((WS, Literal(","), WS, member("b", digits), WS, Literal("}")))
+    obj = Seq((Literal("{"), WS, member("a", _quoted(URI_BODY)), rest))
+    assert _same(cache.get(obj, 50_000), _direct_dfa(obj))
+    assert joins == [True]  # the digits and the URI string are built on their own, not glued
+    cache.get(member("c", _quoted(URI_BODY)), 50_000)
+    again = Seq((Literal("["), WS, member("c", _quoted(URI_BODY)), WS, Literal("]")))
+    assert _same(cache.get(again, 50_000), _direct_dfa(again))
+    assert joins == [True, True, True]  # member c, then "[" ws, c and ws "]"
 
 
 def test_a_join_that_would_not_be_deterministic_is_left_to_composition(
@@ -403,7 +428,7 @@ def test_a_join_that_would_not_be_deterministic_is_left_to_composition(
     tail = Seq((Literal("a"), Literal("b")))
     cache = DfaCache()
     cache.get(tail, 1_000)
-    expr = Seq((Literal("x"), Repeat(Literal("a"), 0, None), tail))
+    expr = Seq((Literal("x"), Repeat(chars([(ord("a"), ord("a"))]), 0, None), tail))
     assert _same(cache.get(expr, 1_000), _direct_dfa(expr))
     assert joins == [False]
 

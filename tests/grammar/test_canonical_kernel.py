@@ -14,6 +14,7 @@ from grammarsd.grammar._canonical import (
     canonical_packed_dag,
     column_classes,
     concatenation,
+    sequence,
 )
 from grammarsd.grammar.automata import canonical_table
 
@@ -229,22 +230,29 @@ def test_canonical_packed_dag_refuses_a_cycle_and_a_closed_row_leading_out() -> 
         canonical_packed_dag(trans, accept, np.array([False, True, True]))
 
 
-# ``concatenation``: a head followed by a tail, both packed; a chain head (a member's key and
-# colon between whitespace loops) skips the minimisation where it provably has nothing to do.
-# The oracle: the two byte tables glued by hand and minimised by the Hopcroft kernel
+# ``concatenation`` and ``sequence``: pieces one after another, each packed; a chain head (a
+# member's key and colon between whitespace loops) before one tail skips the minimisation where
+# it provably has nothing to do. The oracle: the byte tables glued by hand and minimised by the
+# Hopcroft kernel
 
 
-def _glued(head: np.ndarray, head_accept: np.ndarray, tail: np.ndarray,
-           tail_accept: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """``L(head) L(tail)`` as one byte table (None where it would not be deterministic)."""
-    n = head.shape[0]
-    trans = np.vstack([head, np.where(tail >= 0, tail + n, -1)]).astype(np.int32)
-    for s in np.flatnonzero(head_accept):
-        start = trans[n]
-        if ((start >= 0) & (trans[s] >= 0)).any():
-            return None
-        trans[s] = np.where(start >= 0, start, trans[s])
-    return trans, np.concatenate([np.zeros(n, bool), tail_accept])
+def _glued(pieces: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The pieces' languages one after another as one byte table (None where it would not be
+    deterministic, or a piece takes the empty string)."""
+    offsets = np.cumsum([0] + [t.shape[0] for t, _ in pieces])
+    trans = np.vstack([np.where(t >= 0, t + off, -1)
+                       for (t, _), off in zip(pieces, offsets, strict=False)]).astype(np.int32)
+    if any(a[0] for _, a in pieces):
+        return None
+    for p in range(len(pieces) - 1):
+        start = trans[offsets[p + 1]]
+        for s in offsets[p] + np.flatnonzero(pieces[p][1]):
+            if ((start >= 0) & (trans[s] >= 0)).any():
+                return None
+            trans[s] = np.where(start >= 0, start, trans[s])
+    accept = np.zeros(offsets[-1], bool)
+    accept[offsets[-2]:] = pieces[-1][1]
+    return trans, accept
 
 
 def _random_chain(rng: np.random.Generator, alphabet: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -272,13 +280,30 @@ def _random_tail(rng: np.random.Generator, alphabet: np.ndarray) -> tuple[np.nda
     return trans, accept
 
 
-def _concatenated(head: tuple[np.ndarray, np.ndarray],
-                  tail: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...] | None:
-    (ht, ha), (tt, ta) = head, tail
-    tail_min, tail_acc, tail_classes, tail_table = canonical_packed(tt, ta)
-    ok, classes, table, accept = concatenation(ht, np.arange(256).astype(np.uint8), ha,
-                                               tail_table, tail_classes, tail_acc)
-    glued = _glued(ht, ha, tail_min, tail_acc)
+def _sequenced(*pieces: tuple[np.ndarray, np.ndarray]) -> np.ndarray | None:
+    """``concatenation`` of two pieces, ``sequence`` of more (the first as a byte table, the
+    others minimised and packed as the cache keeps them) against the minimised glue; its
+    table, or None."""
+    head, *rest = pieces
+    packed = [(np.arange(256).astype(np.uint8), *head)]
+    minimal = [head]
+    for trans, acc in rest:
+        tail_min, tail_acc, tail_classes, tail_table = canonical_packed(trans, acc)
+        packed.append((tail_classes, tail_table, tail_acc))
+        minimal.append((tail_min, tail_acc))
+    if len(packed) == 2:
+        (hc, ht, ha), (tc, tt, ta) = packed
+        ok, classes, table, accept = concatenation(ht, hc, ha, tt, tc, ta)
+    else:
+        rows = [t.shape[0] for _, t, _ in packed]
+        widths = [t.shape[1] for _, t, _ in packed]
+        ok, classes, table, accept = sequence(
+            np.concatenate([c for c, _, _ in packed]),
+            np.concatenate([t.ravel() for _, t, _ in packed]),
+            np.cumsum([0] + [r * w for r, w in zip(rows[:-1], widths[:-1], strict=True)]),
+            np.array(widths, np.int64), np.cumsum([0] + rows),
+            np.concatenate([a for _, _, a in packed]))
+    glued = _glued(minimal)
     assert ok == (glued is not None)
     if not ok:
         return None
@@ -292,7 +317,7 @@ def _concatenated(head: tuple[np.ndarray, np.ndarray],
 def test_concatenation_after_a_chain_equals_the_minimised_glue(seed: int) -> None:
     rng = np.random.default_rng(seed)
     alphabet = rng.choice(np.arange(32, 40), int(rng.integers(2, 5)), replace=False)
-    _concatenated(_random_chain(rng, alphabet), _random_tail(rng, alphabet))
+    _sequenced(_random_chain(rng, alphabet), _random_tail(rng, alphabet))
 
 
 @pytest.mark.parametrize("seed", range(100))
@@ -302,7 +327,26 @@ def test_concatenation_after_any_head_equals_the_minimised_glue(seed: int) -> No
     alphabet = rng.choice(np.arange(32, 40), int(rng.integers(2, 5)), replace=False)
     head_min, head_acc, _, _ = canonical_packed(*_random_tail(rng, alphabet))
     if not head_acc[0]:
-        _concatenated((head_min, head_acc), _random_tail(rng, alphabet))
+        _sequenced((head_min, head_acc), _random_tail(rng, alphabet))
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_sequence_of_many_pieces_equals_the_minimised_glue(seed: int) -> None:
+    """Chains and random pieces alternating, three to seven of them (an object's keys and
+    values)."""
+    rng = np.random.default_rng(seed)
+    alphabet = rng.choice(np.arange(32, 40), int(rng.integers(2, 5)), replace=False)
+    pieces = [_random_chain(rng, alphabet) if p % 2 == 0 or rng.random() < 0.3
+              else _random_tail(rng, alphabet) for p in range(int(rng.integers(3, 8)))]
+    _sequenced(*pieces)
+
+
+def test_sequence_refuses_a_piece_with_the_empty_string() -> None:
+    x = ord("x")
+    head = np.full((2, 256), -1, np.int32)
+    head[0, x] = 1
+    assert _sequenced((head, np.array([False, True])), (head, np.array([True, True])),
+                      (head, np.array([False, True]))) is None
 
 
 def test_concatenation_merges_a_chain_end_with_its_twin_in_the_tail() -> None:
@@ -313,7 +357,7 @@ def test_concatenation_merges_a_chain_end_with_its_twin_in_the_tail() -> None:
     head[0, k], head[1, x] = 1, 1
     tail = np.full((3, 256), -1, np.int32)
     tail[0, b], tail[1, x], tail[2, x], tail[2, b] = 1, 2, 2, 1
-    table = _concatenated((head, np.array([False, True])), (tail, np.array([False, True, False])))
+    table = _sequenced((head, np.array([False, True])), (tail, np.array([False, True, False])))
     assert table is not None and table.shape[0] == 3  # k, then {the twins}, then after b
 
 
@@ -326,6 +370,6 @@ def test_concatenation_after_a_loop_back_is_minimised() -> None:
     head[0, a], head[1, b], head[2, c] = 1, 2, 1
     tail = np.full((4, 256), -1, np.int32)
     tail[0, z], tail[1, w], tail[2, z], tail[2, b], tail[3, c] = 1, 2, 1, 3, 2
-    table = _concatenated((head, np.array([False, True, False])),
+    table = _sequenced((head, np.array([False, True, False])),
                           (tail, np.array([False, True, False, False])))
     assert table is not None and table.shape[0] == 4  # 0, {1, t}, {2, t2}, F; no start
