@@ -42,7 +42,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,9 +63,11 @@ from grammarsd.grammar._canonical import (
     concatenation,
     sequence,
     subset_construction,
+    union,
 )
 from grammarsd.grammar.encodings import decoded_class
 from grammarsd.grammar.ir import (
+    EMPTY,
     Capped,
     CharClass,
     Choice,
@@ -91,6 +93,7 @@ COMPOSE_MAX_COPIES = 4096  # a longer repeat is one part (the lexer tiles or chu
 # built directly; larger ones (chains of members, each with its whitespace loops) determinise
 # faster at the character level (25 Github_ultra schemas: 32 nodes saves 19 % of their time).
 COMPOSE_PLAIN_NODES = 32
+UNION_MAX = 4  # ``DfaCache._union`` takes the product of at most this many alternatives
 JOIN_HEAD = 3  # ``DfaCache._joined`` joins a built last item to at most this many before it
 
 
@@ -333,13 +336,15 @@ class DfaCache:
                  and excluding_lexeme(expr) is None)
         shortcuts = plain and COMPOSE != "never"  # tests pin the direct construction
         if shortcuts:
-            joined = self._joined(expr, max_states, variant)
+            joined = (self._joined(expr, max_states, variant) if isinstance(expr, Seq)
+                      else self._union(expr, max_states, variant)
+                      if isinstance(expr, Choice) else None)
             if joined is not None:
                 return joined
         if variant is not None:
             expr = variant.rewrite(expr)
-        if shortcuts:
-            chain = _chain(expr)
+        if (shortcuts or isinstance(expr, Literal) and COMPOSE != "never") and not rules:
+            chain = _chain(expr)  # (a literal alone: an alternative of a key's spellings)
             if chain is not None and chain.num_states <= max_states:
                 return PackedDfa.pack(chain)
         if plain:
@@ -411,6 +416,20 @@ class DfaCache:
             return None
         return _glue([self.get(p, max_states, variant=variant) if isinstance(p, Expr) else p
                       for p in pieces], max_states)
+
+    def _union(self, expr: Choice, max_states: int,
+               variant: Variant | None) -> PackedDfa | None:
+        """The DFA of a ``Choice`` as the union of its alternatives' DFAs, each a terminal of
+        its own, built or found (``_united``): an optional last member before the closing
+        brace, ``ws "}" | ws "," ws member ws "}"``, is a chain and a glued sequence, with no
+        NFA or subset construction. An alternative's DFA leaves out the empty string, as the
+        terminal's does. None past ``UNION_MAX`` alternatives (an enum: the product would
+        be taken once per alternative) or where an alternative is tiled or capped."""
+        alternatives = [alt for alt in expr.items if alt != EMPTY]
+        if not alternatives or len(alternatives) > UNION_MAX:
+            return None
+        pieces = [self.get(alt, max_states, variant=variant) for alt in alternatives]
+        return pieces[0] if len(pieces) == 1 else _united(pieces, max_states)
 
     def _lookup(self, key: tuple[object, ...]) -> PackedDfa | _Part | None:
         with self._lock:
@@ -644,13 +663,19 @@ def _chain_shaped(e: Expr) -> bool:
 
 def _add_chain(pieces: list[ByteDFA | PackedDfa | Expr], run: list[Expr],
                variant: Variant | None) -> bool:
-    """Append the chain of ``run`` (rewritten by ``variant``) to ``pieces``; False where it is
-    no chain."""
-    expr = Seq(tuple(run))
-    chain = _chain(expr if variant is None else variant.rewrite(expr))
+    """Append the chain of ``run`` to ``pieces``; False where it is no chain."""
+    chain = _chain_of(Seq(tuple(run)), variant)
     if chain is not None:
         pieces.append(chain)
     return chain is not None
+
+
+def _chain_of(expr: Expr, variant: Variant | None) -> ByteDFA | None:
+    """The chain (``_chain``) of ``expr`` rewritten by ``variant``, where ``expr`` is a link of
+    one or a ``Seq`` of links; else None."""
+    if not (_chain_shaped(expr) or isinstance(expr, Seq) and all(map(_chain_shaped, expr.items))):
+        return None
+    return _chain(expr if variant is None else variant.rewrite(expr))
 
 
 def _join(head: ByteDFA | PackedDfa, tail: PackedDfa, max_states: int) -> PackedDfa | None:
@@ -686,6 +711,20 @@ def _glue(pieces: list[ByteDFA | PackedDfa], max_states: int) -> PackedDfa | Non
         head, tail = pieces
         return _join(head, tail if isinstance(tail, PackedDfa) else PackedDfa.pack(tail),
                      max_states)
+    flat = _end_to_end(pieces)
+    return None if flat is None else _result(sequence(*flat), max_states)
+
+
+def _united(pieces: list[PackedDfa], max_states: int) -> PackedDfa | None:
+    """The canonical DFA of the union of the pieces' languages (``_canonical.union``); None
+    where a piece is tiled or capped."""
+    flat = _end_to_end(pieces)
+    return None if flat is None else _result(union(*flat), max_states)
+
+
+def _end_to_end(pieces: Sequence[ByteDFA | PackedDfa]) -> tuple[np.ndarray, ...] | None:
+    """The pieces' packed tables laid end to end as ``_canonical.sequence`` takes them; None
+    where a piece is tiled or capped (its states carry more than their rows)."""
     packed = []
     for piece in pieces:
         if piece.tile is not None or piece.cap:
@@ -697,11 +736,17 @@ def _glue(pieces: list[ByteDFA | PackedDfa], max_states: int) -> PackedDfa | Non
             packed.append((*piece.packed, piece.accept))
     rows = [table.shape[0] for _, table, _ in packed]
     widths = [table.shape[1] for _, table, _ in packed]
-    ok, classes, table, accept = sequence(
-        np.concatenate([c for c, _, _ in packed]),
-        np.concatenate([t.ravel() for _, t, _ in packed]),
-        np.cumsum([0] + [r * w for r, w in zip(rows[:-1], widths[:-1], strict=True)]),
-        np.array(widths, np.int64), np.cumsum([0] + rows), np.concatenate([a for _, _, a in packed]))
+    return (np.concatenate([c for c, _, _ in packed]),
+            np.concatenate([t.ravel() for _, t, _ in packed]),
+            np.cumsum([0] + [r * w for r, w in zip(rows[:-1], widths[:-1], strict=True)]),
+            np.array(widths, np.int64), np.cumsum([0] + rows),
+            np.concatenate([a for _, _, a in packed]))
+
+
+def _result(kernel_out: tuple[bool, np.ndarray, np.ndarray, np.ndarray],
+            max_states: int) -> PackedDfa | None:
+    """A ``sequence`` or ``union`` kernel's answer as a ``PackedDfa`` (None where not ok)."""
+    ok, classes, table, accept = kernel_out
     if not ok:
         return None
     if table.shape[0] > max_states:

@@ -922,7 +922,7 @@ def concatenation(head_table: np.ndarray, head_classes: np.ndarray, head_accept:
         minimal, minimal_accept = _numbered(trans, glued_accept)
         packed_classes, table = _packed(minimal, joint)
         return True, packed_classes, table, minimal_accept
-    return _minimised(ok, trans, glued_accept, joint)
+    return _minimised(ok, trans, glued_accept, joint, _all_live(offsets, accept))
 
 
 @njit(cache=True, nogil=True)
@@ -939,7 +939,8 @@ def sequence(classes: np.ndarray, cells: np.ndarray, cell_base: np.ndarray, widt
     classes uint8 [256], table, accept)``; not ``ok`` where a piece's start accepts or an
     accepting state already leaves on a byte the next piece starts with (the result would
     not be deterministic)."""
-    return _minimised(*_glued(classes, cells, cell_base, widths, offsets, accept))
+    return _minimised(*_glued(classes, cells, cell_base, widths, offsets, accept),
+                      _all_live(offsets, accept))
 
 
 @njit(cache=True, nogil=True)
@@ -949,26 +950,13 @@ def _glued(classes: np.ndarray, cells: np.ndarray, cell_base: np.ndarray, widths
     """``sequence``'s glue before minimisation: ``(ok, table over the joint classes, its
     accepting states, byte -> joint class)``."""
     num = offsets.shape[0] - 1
-    joint = np.zeros(256, np.int64)
-    for p in range(num):
-        joint = joint_classes(joint, classes[256 * p:256 * (p + 1)])[0]
-    k = joint.max() + 1
-    rep = np.empty(k, np.int64)  # a byte of each joint class
-    for x in range(255, -1, -1):
-        rep[joint[x]] = x
-    n = offsets[num]
-    trans = np.empty((n, k), np.int32)
-    out_accept = np.zeros(n, np.bool_)
+    trans, joint = _joint_rows(classes, cells, cell_base, widths, offsets)
+    k = trans.shape[1]
+    out_accept = np.zeros(trans.shape[0], np.bool_)
     out_accept[offsets[num - 1]:] = accept[offsets[num - 1]:]
     for p in range(num):
         if accept[offsets[p]]:
             return False, trans, out_accept, joint
-        off, base, width = offsets[p], cell_base[p], widths[p]
-        for s in range(off, offsets[p + 1]):
-            row = base + (s - off) * width
-            for c in range(k):
-                t = cells[row + classes[256 * p + rep[c]]]
-                trans[s, c] = t + off if t >= 0 else -1
     for p in range(num - 1):
         start = offsets[p + 1]
         for s in range(offsets[p], start):
@@ -983,14 +971,81 @@ def _glued(classes: np.ndarray, cells: np.ndarray, cell_base: np.ndarray, widths
 
 
 @njit(cache=True, nogil=True)
-def _minimised(ok: bool, trans: np.ndarray, accept: np.ndarray, joint: np.ndarray) -> tuple[
-        bool, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """A glue (``_glued``) minimised and packed as ``sequence`` returns it."""
+def _joint_rows(classes: np.ndarray, cells: np.ndarray, cell_base: np.ndarray,
+                widths: np.ndarray, offsets: np.ndarray) -> tuple[
+                    np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """The pieces of ``sequence``'s flat form as one table over the classes all of them
+    split the bytes into, each piece's targets moved to its rows: ``(table, byte -> joint
+    class)``."""
+    num = offsets.shape[0] - 1
+    joint = np.zeros(256, np.int64)
+    for p in range(num):
+        joint = joint_classes(joint, classes[256 * p:256 * (p + 1)])[0]
+    k = joint.max() + 1
+    rep = np.empty(k, np.int64)  # a byte of each joint class
+    for x in range(255, -1, -1):
+        rep[joint[x]] = x
+    trans = np.empty((offsets[num], k), np.int32)
+    for p in range(num):
+        off, base, width = offsets[p], cell_base[p], widths[p]
+        for s in range(off, offsets[p + 1]):
+            row = base + (s - off) * width
+            for c in range(k):
+                t = cells[row + classes[256 * p + rep[c]]]
+                trans[s, c] = t + off if t >= 0 else -1
+    return trans, joint
+
+
+@njit(cache=True, nogil=True)
+def union(classes: np.ndarray, cells: np.ndarray, cell_base: np.ndarray, widths: np.ndarray,
+          offsets: np.ndarray, accept: np.ndarray,
+          ) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    """The canonical DFA of the union of the pieces' languages, given as ``sequence`` takes
+    them: their product over the joint classes (``product``, one piece at a time),
+    minimised and packed. Returns ``sequence``'s tuple, always ``ok``."""
+    num = offsets.shape[0] - 1
+    trans, joint = _joint_rows(classes, cells, cell_base, widths, offsets)
+    rows = trans[:offsets[1]].copy()
+    rows_accept = accept[:offsets[1]].copy()
+    for p in range(1, num):
+        off = offsets[p]
+        local = trans[off:offsets[p + 1]].copy()
+        for s in range(local.shape[0]):
+            for c in range(local.shape[1]):
+                if local[s, c] >= 0:
+                    local[s, c] -= off
+        rows, rows_accept = product(rows, local, rows_accept, accept[off:offsets[p + 1]], 1)
+    return _minimised(True, rows, rows_accept, joint, _all_live(offsets, accept))
+
+
+@njit(cache=True, nogil=True)
+def _minimised(ok: bool, trans: np.ndarray, accept: np.ndarray, joint: np.ndarray,
+               live: bool) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    """A glue (``_glued``) or product minimised and packed as ``sequence`` returns it.
+    ``live``: every piece accepts some word (``_all_live``), so every state of ``trans`` can
+    reach acceptance and there is nothing to trim: the partition refinement runs on it as it
+    stands (unreachable states, a piece's start no longer entered, are left out by the
+    numbering), over its columns as they are (``_packed`` merges equal ones)."""
     if not ok:
         return False, np.empty(0, np.uint8), np.empty((0, 0), np.int32), accept[:0]
+    if live:
+        quotient, quotient_accept = _quotient(trans, accept, _hopcroft(trans, accept))
+        minimal, minimal_accept = _numbered(quotient, quotient_accept)
+        classes, table = _packed(minimal, joint)
+        return True, classes, table, minimal_accept
     starts, run_class, minimal, minimal_accept = _minimal_by_columns(trans, accept)
     classes, table = _packed(minimal, _class_of_column(starts, run_class)[joint])
     return True, classes, table, minimal_accept
+
+
+@njit(cache=True, nogil=True)
+def _all_live(offsets: np.ndarray, accept: np.ndarray) -> bool:  # pragma: no cover - compiled
+    """Whether every piece (canonical: trimmed) has an accepting state, so that all its states
+    can reach one."""
+    for p in range(offsets.shape[0] - 1):
+        if not accept[offsets[p]:offsets[p + 1]].any():
+            return False
+    return True
 
 
 @njit(cache=True, nogil=True)

@@ -389,7 +389,7 @@ def test_a_member_is_its_key_chain_joined_to_its_value(
     assert joins == [True, True] if joined else joins == []
     if joined:  # the value was built once, as a terminal of its own, and found the second time
         assert _same(cache.get(value, 50_000), _direct_dfa(value))
-        assert sum(key[0] == "terminal" for key in cache._items) == 3
+        assert ("terminal", fingerprint(value), 50_000) in cache._items
 
 
 def test_a_member_after_a_key_that_is_no_chain_glues_the_key_dfa(
@@ -419,6 +419,23 @@ def test_an_object_of_members_is_glued_once(monkeypatch: pytest.MonkeyPatch) -> 
     again = Seq((Literal("["), WS, member("c", _quoted(URI_BODY)), WS, Literal("]")))
     assert _same(cache.get(again, 50_000), _direct_dfa(again))
     assert joins == [True, True, True]  # member c, then "[" ws, c and ws "]"
+
+
+def test_an_optional_last_member_is_the_union_of_its_alternatives(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ws "}" | ws "," ws member ws "}"``: a chain and a glued sequence, united; nothing
+    composed. An enum past ``UNION_MAX`` alternatives is composed as before."""
+    cache, composed = _watched_cache(monkeypatch)
+    close = Seq((WS, Literal("}")))
+    member = Seq((Literal('"n"'), WS, Literal(":"), WS, _quoted(URI_BODY)))
+    tail = Choice((close, Seq((WS, Literal(","), WS, member, close))))
+    assert _same(cache.get(tail, 50_000), _direct_dfa(tail))
+    boolean = Choice((Seq(()), Literal("true"), Literal("false")))  # the empty word left out
+    assert _same(cache.get(boolean, 50_000), _direct_dfa(boolean))
+    assert composed == []
+    enum = Choice(tuple(Literal(f'"v{i}"') for i in range(dfa_cache.UNION_MAX + 1)))
+    assert _same(cache.get(enum, 50_000), _direct_dfa(enum))
+    assert composed == [enum]
 
 
 def test_a_join_that_would_not_be_deterministic_is_left_to_composition(

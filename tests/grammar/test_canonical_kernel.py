@@ -15,6 +15,7 @@ from grammarsd.grammar._canonical import (
     column_classes,
     concatenation,
     sequence,
+    union,
 )
 from grammarsd.grammar.automata import canonical_table
 
@@ -373,3 +374,52 @@ def test_concatenation_after_a_loop_back_is_minimised() -> None:
     table = _sequenced((head, np.array([False, True, False])),
                           (tail, np.array([False, True, False, False])))
     assert table is not None and table.shape[0] == 4  # 0, {1, t}, {2, t2}, F; no start
+
+
+# ``union``: the pieces' product, one at a time, minimised. The oracle: a plain-Python search
+# over tuples of the pieces' states (one per piece, -1 once a piece is dead), minimised by the
+# Hopcroft kernel
+
+
+def _flat(packed: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:
+    rows = [t.shape[0] for _, t, _ in packed]
+    widths = [t.shape[1] for _, t, _ in packed]
+    return (np.concatenate([c for c, _, _ in packed]),
+            np.concatenate([t.ravel() for _, t, _ in packed]),
+            np.cumsum([0] + [r * w for r, w in zip(rows[:-1], widths[:-1], strict=True)]),
+            np.array(widths, np.int64), np.cumsum([0] + rows),
+            np.concatenate([a for _, _, a in packed]))
+
+
+def _united_by_hand(pieces: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    start = tuple(0 for _ in pieces)
+    index, order, rows = {start: 0}, [start], []
+    while len(rows) < len(order):
+        here = order[len(rows)]
+        row = np.full(256, -1, np.int32)
+        for b in range(256):
+            nxt = tuple(-1 if q < 0 else int(t[q, b]) for q, (t, _) in zip(here, pieces, strict=True))
+            if any(q >= 0 for q in nxt):
+                if nxt not in index:
+                    index[nxt] = len(order)
+                    order.append(nxt)
+                row[b] = index[nxt]
+        rows.append(row)
+    accept = np.array([any(q >= 0 and a[q] for q, (_, a) in zip(here, pieces, strict=True))
+                       for here in order])
+    return np.array(rows, np.int32), accept
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_union_equals_the_minimised_product(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    alphabet = rng.choice(np.arange(32, 40), int(rng.integers(2, 5)), replace=False)
+    pieces = [_random_chain(rng, alphabet) if rng.random() < 0.4 else _random_tail(rng, alphabet)
+              for _ in range(int(rng.integers(2, 5)))]
+    packed = [canonical_packed(t, a)[1:] for t, a in pieces]  # (accept, classes, table)
+    ok, classes, table, accept = union(*_flat([(c, t, a) for a, c, t in packed]))
+    want = canonical_packed(*_united_by_hand(pieces))
+    assert ok
+    assert np.array_equal(table[:, classes], want[0]) and np.array_equal(accept, want[1])
+    assert np.array_equal(classes, want[2]) and np.array_equal(table, want[3])
+
