@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from grammarsd.compiler.dfa_cache import PackedDfa, _end_to_end
 from grammarsd.grammar._canonical import (
     canonical_packed,
     canonical_packed_dag,
@@ -281,6 +282,14 @@ def _random_tail(rng: np.random.Generator, alphabet: np.ndarray) -> tuple[np.nda
     return trans, accept
 
 
+def _flat(packed: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:
+    """(classes, table, accept) per piece, laid end to end as ``sequence`` and ``union`` take
+    them (``dfa_cache._end_to_end``)."""
+    flat = _end_to_end([PackedDfa(c, t, a, None, 0, None) for c, t, a in packed])
+    assert flat is not None
+    return flat
+
+
 def _sequenced(*pieces: tuple[np.ndarray, np.ndarray]) -> np.ndarray | None:
     """``concatenation`` of two pieces, ``sequence`` of more (the first as a byte table, the
     others minimised and packed as the cache keeps them) against the minimised glue; its
@@ -296,14 +305,7 @@ def _sequenced(*pieces: tuple[np.ndarray, np.ndarray]) -> np.ndarray | None:
         (hc, ht, ha), (tc, tt, ta) = packed
         ok, classes, table, accept = concatenation(ht, hc, ha, tt, tc, ta)
     else:
-        rows = [t.shape[0] for _, t, _ in packed]
-        widths = [t.shape[1] for _, t, _ in packed]
-        ok, classes, table, accept = sequence(
-            np.concatenate([c for c, _, _ in packed]),
-            np.concatenate([t.ravel() for _, t, _ in packed]),
-            np.cumsum([0] + [r * w for r, w in zip(rows[:-1], widths[:-1], strict=True)]),
-            np.array(widths, np.int64), np.cumsum([0] + rows),
-            np.concatenate([a for _, _, a in packed]))
+        ok, classes, table, accept = sequence(*_flat(packed))
     glued = _glued(minimal)
     assert ok == (glued is not None)
     if not ok:
@@ -379,16 +381,6 @@ def test_concatenation_after_a_loop_back_is_minimised() -> None:
 # ``union``: the pieces' product, one at a time, minimised. The oracle: a plain-Python search
 # over tuples of the pieces' states (one per piece, -1 once a piece is dead), minimised by the
 # Hopcroft kernel
-
-
-def _flat(packed: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:
-    rows = [t.shape[0] for _, t, _ in packed]
-    widths = [t.shape[1] for _, t, _ in packed]
-    return (np.concatenate([c for c, _, _ in packed]),
-            np.concatenate([t.ravel() for _, t, _ in packed]),
-            np.cumsum([0] + [r * w for r, w in zip(rows[:-1], widths[:-1], strict=True)]),
-            np.array(widths, np.int64), np.cumsum([0] + rows),
-            np.concatenate([a for _, _, a in packed]))
 
 
 def _united_by_hand(pieces: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
