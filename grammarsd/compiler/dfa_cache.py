@@ -256,12 +256,12 @@ def _leaf_content(e: Expr) -> int:
     return _QUOTE if any(a <= 0x22 <= b for a, b in e.ranges) else 0
 
 
-def _content_here(e: Expr) -> int:
+def _content_here(e: Expr, kids: list[int]) -> int:
     if decoded_class(e) is not None or isinstance(e, (Excluding, Decoding)):
         return _JSON
     bits = 0
-    for k in children(e):
-        bits |= _content(k)
+    for k in kids:
+        bits |= k
     return bits
 
 

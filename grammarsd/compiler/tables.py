@@ -205,10 +205,10 @@ def _one_node(_: Expr) -> int:
     return 1
 
 
-def _lexer_nodes_here(e: Expr) -> int:
+def _lexer_nodes_here(e: Expr, kids: list[int]) -> int:
     if decoded_class(e) is not None:
         return 1
-    return 1 + sum(_lexer_nodes(k) for k in children(e))
+    return 1 + sum(kids)
 
 
 _TERMS = (Literal, CharClass, Ref)  # the leaves of the node-kept analyses below
@@ -253,13 +253,12 @@ def _leaf_expansions(_: Expr) -> tuple[int, int]:
     return _LEAF_EXPANSIONS
 
 
-def _expansions_here(e: Expr) -> tuple[int, int]:
+def _expansions_here(e: Expr, kids: list[tuple[int, int]]) -> tuple[int, int]:
     if decoded_class(e) is not None:
         return _LEAF_EXPANSIONS
     if isinstance(e, Decoding):  # as many characters as its automaton counts apart
         depth = _depth(e.dfa)
         return (depth, depth) if depth > 1 else _LEAF_EXPANSIONS
-    kids = [_expansions(k) for k in children(e)]
     exp = max((k[0] for k in kids), default=1)
     inner = max((k[1] for k in kids), default=0)
     if isinstance(e, Repeat):
@@ -1215,12 +1214,12 @@ def _no_gaps(_: Expr) -> frozenset[int]:
     return _NO_GAPS
 
 
-def _gap_bounds_here(e: Expr) -> frozenset[int]:
+def _gap_bounds_here(e: Expr, kids: list[frozenset[int]]) -> frozenset[int]:
     if isinstance(e, Repeat) and e.min == 0 and e.max is not None and e.item == _JSON_WS:
         return frozenset((e.max,))
     if decoded_class(e) is not None:
         return _NO_GAPS
-    found = [b for b in map(_gap_bounds, children(e)) if b]
+    found = [b for b in kids if b]
     if not found:
         return _NO_GAPS
     return found[0] if len(found) == 1 else frozenset().union(*found)

@@ -573,19 +573,20 @@ _T = TypeVar("_T")
 
 
 def kept_on_nodes(root: Expr, attr: str, leaves: tuple[type[Expr], ...],
-                  leaf: Callable[[Expr], _T], answer: Callable[[Expr], _T]) -> _T:
-    """``answer(root)``, kept on each composite node under ``attr``: a sub-expression shared by
-    many rules and grammars (a JSON character's encodings, a format's spellings) is answered
-    once in its life, each node after its children (``uncached_postorder``), so ``answer`` reads
-    theirs through the same function at the cost of a dict lookup. ``leaf`` answers the
-    ``leaves`` types, which keep nothing."""
+                  leaf: Callable[[Expr], _T], answer: Callable[[Expr, list[_T]], _T]) -> _T:
+    """``answer(root, its children's answers)``, kept on each composite node under ``attr``: a
+    sub-expression shared by many rules and grammars (a JSON character's encodings, a format's
+    spellings) is answered once in its life, each node after its children
+    (``uncached_postorder``), whose answers are read off them (no call per child). ``leaf``
+    answers the ``leaves`` types, which keep nothing."""
     if isinstance(root, leaves):
         return leaf(root)
     hit = root.__dict__.get(attr)
     if hit is not None:  # the common case: no walk to set up
         return hit
     for e in uncached_postorder(root, attr, leaves):
-        object.__setattr__(e, attr, answer(e))
+        kids = [leaf(k) if isinstance(k, leaves) else k.__dict__[attr] for k in children(e)]
+        object.__setattr__(e, attr, answer(e, kids))
     result: _T = root.__dict__[attr]
     return result
 
