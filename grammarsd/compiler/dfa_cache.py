@@ -343,7 +343,7 @@ class DfaCache:
                 return joined
         if variant is not None:
             expr = variant.rewrite(expr)
-        if (shortcuts or isinstance(expr, Literal) and COMPOSE != "never") and not rules:
+        if shortcuts or isinstance(expr, Literal) and COMPOSE != "never":
             chain = _chain(expr)  # (a literal alone: an alternative of a key's spellings)
             if chain is not None and chain.num_states <= max_states:
                 return PackedDfa.pack(chain)
@@ -663,19 +663,13 @@ def _chain_shaped(e: Expr) -> bool:
 
 def _add_chain(pieces: list[ByteDFA | PackedDfa | Expr], run: list[Expr],
                variant: Variant | None) -> bool:
-    """Append the chain of ``run`` to ``pieces``; False where it is no chain."""
-    chain = _chain_of(Seq(tuple(run)), variant)
+    """Append the chain (``_chain``) of ``run`` rewritten by ``variant`` to ``pieces``; False
+    where it is no chain."""
+    expr = Seq(tuple(run))
+    chain = _chain(expr if variant is None else variant.rewrite(expr))
     if chain is not None:
         pieces.append(chain)
     return chain is not None
-
-
-def _chain_of(expr: Expr, variant: Variant | None) -> ByteDFA | None:
-    """The chain (``_chain``) of ``expr`` rewritten by ``variant``, where ``expr`` is a link of
-    one or a ``Seq`` of links; else None."""
-    if not (_chain_shaped(expr) or isinstance(expr, Seq) and all(map(_chain_shaped, expr.items))):
-        return None
-    return _chain(expr if variant is None else variant.rewrite(expr))
 
 
 def _join(head: ByteDFA | PackedDfa, tail: PackedDfa, max_states: int) -> PackedDfa | None:
@@ -690,13 +684,8 @@ def _join(head: ByteDFA | PackedDfa, tail: PackedDfa, max_states: int) -> Packed
         classes, table = head.packed
     else:
         table, classes = head.trans, _EACH_BYTE
-    ok, joint_classes, joint, accept = concatenation(*map(_read_only, (
-        table, classes, head.accept, tail.table, tail.classes, tail.accept)))
-    if not ok:
-        return None
-    if joint.shape[0] > max_states:
-        raise GrammarTooLargeError("dfa_states", int(joint.shape[0]), max_states)
-    return PackedDfa(joint_classes, joint, accept, None, 0, None)
+    return _result(concatenation(*map(_read_only, (
+        table, classes, head.accept, tail.table, tail.classes, tail.accept))), max_states)
 
 
 _EACH_BYTE = np.arange(256, dtype=np.uint8)  # a byte table's classes: a column per byte
@@ -745,7 +734,8 @@ def _end_to_end(pieces: Sequence[ByteDFA | PackedDfa]) -> tuple[np.ndarray, ...]
 
 def _result(kernel_out: tuple[bool, np.ndarray, np.ndarray, np.ndarray],
             max_states: int) -> PackedDfa | None:
-    """A ``sequence`` or ``union`` kernel's answer as a ``PackedDfa`` (None where not ok)."""
+    """A ``concatenation``, ``sequence`` or ``union`` kernel's answer as a ``PackedDfa`` (None
+    where not ok)."""
     ok, classes, table, accept = kernel_out
     if not ok:
         return None
