@@ -433,11 +433,28 @@ def capped(item: Expr, max: int) -> Expr:
 
 
 def children(expr: Expr) -> tuple[Expr, ...]:
-    if isinstance(expr, (Seq, Choice)):
-        return expr.items
-    if isinstance(expr, (Repeat, Capped)):
-        return (expr.item,)
+    return _CHILDREN[type(expr)](expr)
+
+
+def _items(expr: Seq | Choice) -> tuple[Expr, ...]:
+    return expr.items
+
+
+def _item(expr: Repeat | Capped) -> tuple[Expr, ...]:
+    return (expr.item,)
+
+
+def _no_children(_: Expr) -> tuple[Expr, ...]:
     return ()
+
+
+# by exact type: the walks below ask this of every node, and a lookup costs a third of an
+# ``isinstance`` chain (the expression classes are final)
+_CHILDREN: dict[type, Callable[[Expr], tuple[Expr, ...]]] = {
+    Seq: _items, Choice: _items, Repeat: _item, Capped: _item,  # type: ignore[dict-item]
+    Literal: _no_children, CharClass: _no_children, Ref: _no_children,
+    Excluding: _no_children, Decoding: _no_children,
+}
 
 
 def iter_refs(expr: Expr) -> Iterable[Ref]:
@@ -461,7 +478,7 @@ def uncached_postorder(root: Expr, attr: str,
         e, ready = stack.pop()
         if attr in e.__dict__:
             continue
-        kids = children(e)
+        kids = _CHILDREN[type(e)](e)
         if ready or not kids:
             yield e
         else:
@@ -520,7 +537,7 @@ def node_facts(root: Expr) -> NodeFacts:
         if "_facts" in e.__dict__:  # reached again through another parent
             stack.pop()
             continue
-        kids = children(e)
+        kids = _CHILDREN[type(e)](e)
         pending = [k for k in kids
                    if not isinstance(k, _FACT_LEAVES) and "_facts" not in k.__dict__]
         if pending:
@@ -584,9 +601,20 @@ def kept_on_nodes(root: Expr, attr: str, leaves: tuple[type[Expr], ...],
     hit = root.__dict__.get(attr)
     if hit is not None:  # the common case: no walk to set up
         return hit
-    for e in uncached_postorder(root, attr, leaves):
-        kids = [leaf(k) if isinstance(k, leaves) else k.__dict__[attr] for k in children(e)]
-        object.__setattr__(e, attr, answer(e, kids))
+    stack = [root]  # ``uncached_postorder``, inlined: this runs for every fresh node
+    while stack:
+        e = stack[-1]
+        if attr in e.__dict__:
+            stack.pop()
+            continue
+        kids = _CHILDREN[type(e)](e)
+        pending = [k for k in kids if not isinstance(k, leaves) and attr not in k.__dict__]
+        if pending:
+            stack += pending
+            continue
+        stack.pop()
+        object.__setattr__(e, attr, answer(e, [leaf(k) if isinstance(k, leaves)
+                                               else k.__dict__[attr] for k in kids]))
     result: _T = root.__dict__[attr]
     return result
 
