@@ -110,7 +110,7 @@ class CompileLimits:
     """Bounds that keep compilation finite; exceeding one raises ``GrammarTooLargeError``."""
 
     max_terminal_size: int = 150  # nodes of one regular piece as the lexer reads them (a JSON
-    # character is one: ``_lexer_nodes``) before it is split structurally, its parts becoming
+    # character is one: ``NodeFacts.size``) before it is split structurally, its parts becoming
     # terminals. Parts recur across grammars, where the DFA and mask-row caches serve them; a
     # whole big object is a DFA of its own, built for one schema. Against the old bound (4,000
     # tree nodes) on MaskBench-dev: compile -5 %, masks -6 % (docs/benchmarks.md, session 25)
@@ -188,27 +188,11 @@ class EarleyTables:
 
 
 def _local_size_and_refs(root: Expr) -> tuple[int, Mapping[str, int]]:
-    """``root``'s size as the lexer reads it (``_lexer_nodes``), not counting referenced rules,
-    and how many times (per path) it references each rule (``ir.node_facts``: shared, read
-    only)."""
-    return _lexer_nodes(root), node_facts(root).ref_counts
-
-
-def _lexer_nodes(root: Expr) -> int:
-    """Nodes of ``root`` as a tree, a JSON-encoded character (one symbol of the lexer) and a
-    reference counting one each: a string's size grows with its structure, not with the ~20
-    spellings of each of its characters. Kept on the nodes, like ``_expansions``."""
-    return kept_on_nodes(root, "_lex_nodes", _TERMS, _one_node, _lexer_nodes_here)
-
-
-def _one_node(_: Expr) -> int:
-    return 1
-
-
-def _lexer_nodes_here(e: Expr, kids: list[int]) -> int:
-    if decoded_class(e) is not None:
-        return 1
-    return 1 + sum(kids)
+    """``root``'s size as the lexer reads it (``NodeFacts.size``: a JSON-encoded character
+    counts one), not counting referenced rules, and how many times (per path) it references
+    each rule (``ir.node_facts``: shared, read only)."""
+    facts = node_facts(root)
+    return facts.size, facts.ref_counts
 
 
 _TERMS = (Literal, CharClass, Ref)  # the leaves of the node-kept analyses below
@@ -474,7 +458,7 @@ def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts,
 
     A rule is regular when it cannot reach itself, all rules it references are regular, its
     inlined body stays under ``limits.max_terminal_size`` nodes as the lexer counts them
-    (``_lexer_nodes``; bigger ones are split structurally) and holds no big counted repeat
+    (``NodeFacts.size``; bigger ones are split structurally) and holds no big counted repeat
     (see ``_Counts``). A strongly connected component of rules is a regular *group* when its
     members refer to each other only in tail position, reference nothing outside but regular
     rules, stay under ``limits.max_group_size`` nodes and hold no big counted repeat

@@ -40,6 +40,7 @@ from grammarsd.grammar.ir import (
     chars,
     choice,
     lit,
+    one_symbol,
     repeat,
     seq,
 )
@@ -136,6 +137,7 @@ def encode_class(cc: CharClass) -> Expr:
         expr = _encoded.setdefault(cc, expr)
         if not cc.is_empty:
             _decoded[id(expr)] = (expr, cc)
+            one_symbol(expr)
     return expr
 
 

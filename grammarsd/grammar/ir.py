@@ -509,7 +509,8 @@ class NodeFacts(NamedTuple):
     """What the compile passes ask of every rule body, found in one walk (``node_facts``)."""
 
     refs: frozenset[str]  # the names of the rules referenced inside
-    size: int  # nodes as a tree, a reference counting one (its rule is not inlined)
+    size: int  # nodes as the lexer reads them: as a tree, where a reference (its rule is not
+    # inlined) and a node marked ``one_symbol`` (a JSON-encoded character) count one each
     ref_counts: dict[str, int]  # references to each rule, per path; shared: never mutate
     dead: int  # parts that derive nothing whatever the rules: an empty ``CharClass`` or
     # ``Excluding`` inside (``DEAD_CLASS``), a ``NOTHING`` inside (``DEAD_CHOICE``)
@@ -547,6 +548,14 @@ def node_facts(root: Expr) -> NodeFacts:
         object.__setattr__(e, "_facts", _facts_here(e, kids))
     facts: NodeFacts = root.__dict__["_facts"]
     return facts
+
+
+def one_symbol(expr: Expr) -> None:
+    """Count ``expr`` as one node in ``NodeFacts.size`` wherever it stands: a front end's one
+    symbol spelled by many nodes (a JSON-encoded character, ``encodings.encode_class``), so a
+    string's size grows with its structure, not with the ~20 spellings of each character."""
+    if not isinstance(expr, _FACT_LEAVES):
+        object.__setattr__(expr, "_facts", node_facts(expr)._replace(size=1))
 
 
 def _leaf_facts(e: Literal | CharClass | Excluding | Decoding) -> NodeFacts:
@@ -696,6 +705,7 @@ __all__ = [
     "kept_on_nodes",
     "known_ref_names",
     "node_facts",
+    "one_symbol",
     "ref_names",
     "uncached_postorder",
     "lit",

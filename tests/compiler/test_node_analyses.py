@@ -1,6 +1,6 @@
-"""The lowering's per-node analyses (lexer sizes, repeat expansions, whitespace gaps), kept on IR
-nodes so a sub-expression shared across grammars is read once: checked against plain recursive
-oracles."""
+"""The lowering's per-node analyses (lexer sizes in ``node_facts``, repeat expansions, whitespace
+gaps), kept on IR nodes so a sub-expression shared across grammars is read once: checked against
+plain recursive oracles."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from grammarsd.compiler.tables import _expansions, _gap_bounds, _lexer_nodes, _OpenGaps
+from grammarsd.compiler.tables import _expansions, _gap_bounds, _OpenGaps
 from grammarsd.grammar.encodings import decoded_class, encode_class
 from grammarsd.grammar.ir import (
     Capped,
@@ -23,6 +23,7 @@ from grammarsd.grammar.ir import (
     char_set,
     children,
     lit,
+    node_facts,
     repeat,
     seq,
 )
@@ -84,7 +85,7 @@ def test_node_answers_match_the_definitions(seed: int) -> None:
     for root in (e, shared, e):  # the second time from the kept answers
         assert _expansions(root) == _oracle_expansions(root)
         assert _gap_bounds(root) == _oracle_gaps(root)
-        assert _lexer_nodes(root) == _oracle_nodes(root)
+        assert node_facts(root).size == _oracle_nodes(root)
 
 
 def test_gap_free_lexemes_are_left_as_they_are() -> None:

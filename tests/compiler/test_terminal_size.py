@@ -1,6 +1,6 @@
 """How big a regular piece may grow before it is split into several terminals.
 
-``CompileLimits.max_terminal_size`` counts nodes as the lexer reads them (``tables._lexer_nodes``):
+``CompileLimits.max_terminal_size`` counts nodes as the lexer reads them (``ir.NodeFacts.size``):
 a JSON-encoded character is one node, whatever its ~20 spellings, so a pattern string stays one
 terminal while an object of many members is split into parts the DFA cache shares. Splitting
 changes where the parser takes over, never the language: the oracle is ``jsonschema``.
@@ -15,9 +15,9 @@ import jsonschema
 import pytest
 
 import grammarsd as gs
-from grammarsd.compiler.tables import CompileLimits, _lexer_nodes, build_tables
+from grammarsd.compiler.tables import CompileLimits, build_tables
 from grammarsd.grammar.encodings import encode_class
-from grammarsd.grammar.ir import CharClass, Literal, node_facts, seq
+from grammarsd.grammar.ir import CharClass, Choice, Literal, children, node_facts, seq
 from grammarsd.grammar.json_schema import schema_to_grammar
 from grammarsd.tokenizer.info import TokenizerInfo
 
@@ -37,11 +37,18 @@ WIDE = {
 }
 
 
+def _tree_size(expr: object) -> int:
+    """Oracle: nodes of ``expr`` as a tree."""
+    return 1 + sum(_tree_size(k) for k in children(expr))  # type: ignore[arg-type]
+
+
 def test_an_encoded_character_is_one_lexer_node() -> None:
     char = encode_class(CharClass(((0x61, 0x7A),)))
-    assert node_facts(char).size > 5  # its spellings, as a tree
-    assert _lexer_nodes(char) == 1
-    assert _lexer_nodes(seq(Literal('"'), char, char, Literal('"'))) == 5
+    assert _tree_size(char) > 5  # its spellings
+    assert node_facts(char).size == 1
+    assert node_facts(seq(Literal('"'), char, char, Literal('"'))).size == 5
+    same = Choice(char.items)  # equal, but not the object ``encode_class`` made: a tree
+    assert node_facts(same).size == _tree_size(same)
 
 
 def test_a_wide_object_is_split_and_its_strings_are_not() -> None:
