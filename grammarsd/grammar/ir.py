@@ -526,7 +526,10 @@ def node_facts(root: Expr) -> NodeFacts:
     """``root``'s ``NodeFacts``. Each composite node (and ``Ref``) keeps its answer, as
     ``_CachedHash`` keeps its hash, so a sub-expression shared by many rules and grammars (a
     JSON character's encodings) is walked once in its life, not once per path to it; the walk
-    is iterative, each node after its children, so deep expressions cost no stack."""
+    is iterative, each node after its children, so deep expressions cost no stack. It is
+    ``kept_on_nodes``'s walk written out, reading the children's facts in place: through
+    ``kept_on_nodes`` (with ``dfa_cache.fingerprint``) compiles were ~2 % slower side by side
+    (session 37)."""
     if isinstance(root, _FACT_LEAVES):
         return _leaf_facts(root)
     hit = root.__dict__.get("_facts")
