@@ -80,7 +80,6 @@ from grammarsd.grammar.ir import (
     Seq,
     children,
     kept_on_nodes,
-    uncached_postorder,
 )
 from grammarsd.grammar.passes import nullable
 
@@ -107,30 +106,37 @@ def fingerprint(root: Expr) -> bytes:
     its life: the digest is kept on the (immutable) node, as ``_CachedHash`` keeps its hash,
     so the JSON character encodings every schema shares are hashed once per process.
     """
-    for e in uncached_postorder(root, "_fingerprint"):
-        h = hashlib.blake2b(type(e).__name__.encode(), digest_size=16)
-        if isinstance(e, Literal):
-            h.update(e.text.encode("utf-8", "surrogatepass"))
-        elif isinstance(e, CharClass):
-            h.update(np.asarray(e.ranges, np.int64).tobytes())
-        elif isinstance(e, Ref):
-            h.update(e.name.encode())
-        elif isinstance(e, Repeat):
-            h.update(f"{e.min},{e.max}".encode())
-        elif isinstance(e, Capped):
-            h.update(str(e.max).encode())
-        elif isinstance(e, Excluding):
-            h.update(np.asarray(e.chars.ranges, np.int64).tobytes())
-            h.update(json.dumps(e.words).encode())  # unambiguous, whatever the words hold
-        elif isinstance(e, Decoding):
-            d = e.dfa
-            h.update(np.array(d.trans.shape, np.int64).tobytes())
-            for a in (d.bounds, d.trans, d.accept):
-                h.update(a.tobytes())
-        for k in children(e):
-            h.update(k.__dict__["_fingerprint"])
-        object.__setattr__(e, "_fingerprint", h.digest())
-    return root.__dict__["_fingerprint"]
+    return kept_on_nodes(root, "_fingerprint", (), _no_leaf, _digest_here)
+
+
+def _no_leaf(_: Expr) -> bytes:
+    raise AssertionError("a fingerprint has no leaves: every node keeps its digest")
+
+
+def _digest_here(e: Expr, kids: list[bytes]) -> bytes:
+    """``e``'s digest from its children's."""
+    h = hashlib.blake2b(type(e).__name__.encode(), digest_size=16)
+    if isinstance(e, Literal):
+        h.update(e.text.encode("utf-8", "surrogatepass"))
+    elif isinstance(e, CharClass):
+        h.update(np.asarray(e.ranges, np.int64).tobytes())
+    elif isinstance(e, Ref):
+        h.update(e.name.encode())
+    elif isinstance(e, Repeat):
+        h.update(f"{e.min},{e.max}".encode())
+    elif isinstance(e, Capped):
+        h.update(str(e.max).encode())
+    elif isinstance(e, Excluding):
+        h.update(np.asarray(e.chars.ranges, np.int64).tobytes())
+        h.update(json.dumps(e.words).encode())  # unambiguous, whatever the words hold
+    elif isinstance(e, Decoding):
+        d = e.dfa
+        h.update(np.array(d.trans.shape, np.int64).tobytes())
+        for a in (d.bounds, d.trans, d.accept):
+            h.update(a.tobytes())
+    for k in kids:
+        h.update(k)
+    return h.digest()
 
 
 def rules_digest(rules: RuleSet) -> bytes:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
@@ -467,25 +467,6 @@ def iter_refs(expr: Expr) -> Iterable[Ref]:
         stack.extend(children(e))
 
 
-def uncached_postorder(root: Expr, attr: str,
-                       skip: tuple[type[Expr], ...] = ()) -> Iterator[Expr]:
-    """The nodes under ``root`` (itself included) that do not carry the cached answer ``attr``,
-    each after its children, except children of the ``skip`` types (leaves the caller answers
-    for itself). The caller sets ``attr`` on a node as it gets it, so a shared node comes once;
-    a leaf the caller leaves bare may come once per parent."""
-    stack: list[tuple[Expr, bool]] = [(root, False)]
-    while stack:
-        e, ready = stack.pop()
-        if attr in e.__dict__:
-            continue
-        kids = _CHILDREN[type(e)](e)
-        if ready or not kids:
-            yield e
-        else:
-            stack.append((e, True))
-            stack.extend((k, False) for k in kids if not isinstance(k, skip))
-
-
 def ref_names(*exprs: Expr) -> frozenset[str]:
     """The names of the rules referenced inside ``exprs`` (``node_facts``)."""
     if len(exprs) == 1:
@@ -525,32 +506,9 @@ _EMPTY_LEAF_FACTS = NodeFacts(_NO_REFS, 1, {}, DEAD_CLASS)
 def node_facts(root: Expr) -> NodeFacts:
     """``root``'s ``NodeFacts``. Each composite node (and ``Ref``) keeps its answer, as
     ``_CachedHash`` keeps its hash, so a sub-expression shared by many rules and grammars (a
-    JSON character's encodings) is walked once in its life, not once per path to it; the walk
-    is iterative, each node after its children, so deep expressions cost no stack. It is
-    ``kept_on_nodes``'s walk written out, reading the children's facts in place: through
-    ``kept_on_nodes`` (with ``dfa_cache.fingerprint``) compiles were ~2 % slower side by side
-    (session 37)."""
-    if isinstance(root, _FACT_LEAVES):
-        return _leaf_facts(root)
-    hit = root.__dict__.get("_facts")
-    if hit is not None:
-        return hit
-    stack = [root]
-    while stack:
-        e = stack[-1]
-        if "_facts" in e.__dict__:  # reached again through another parent
-            stack.pop()
-            continue
-        kids = _CHILDREN[type(e)](e)
-        pending = [k for k in kids
-                   if not isinstance(k, _FACT_LEAVES) and "_facts" not in k.__dict__]
-        if pending:
-            stack += pending
-            continue
-        stack.pop()
-        object.__setattr__(e, "_facts", _facts_here(e, kids))
-    facts: NodeFacts = root.__dict__["_facts"]
-    return facts
+    JSON character's encodings) is walked once in its life, not once per path to it
+    (``kept_on_nodes``)."""
+    return kept_on_nodes(root, "_facts", _FACT_LEAVES, _leaf_facts, _facts_here)
 
 
 def one_symbol(expr: Expr) -> None:
@@ -561,12 +519,15 @@ def one_symbol(expr: Expr) -> None:
         object.__setattr__(expr, "_facts", node_facts(expr)._replace(size=1))
 
 
-def _leaf_facts(e: Literal | CharClass | Excluding | Decoding) -> NodeFacts:
-    return _EMPTY_LEAF_FACTS if not isinstance(e, Literal) and e.is_empty else _LEAF_FACTS
+def _leaf_facts(e: Expr) -> NodeFacts:
+    """The facts of a ``_FACT_LEAVES`` node, kept nowhere."""
+    if isinstance(e, (CharClass, Excluding, Decoding)) and e.is_empty:
+        return _EMPTY_LEAF_FACTS
+    return _LEAF_FACTS
 
 
-def _facts_here(e: Expr, kids: tuple[Expr, ...]) -> NodeFacts:
-    """``e``'s facts from its children's, which are known."""
+def _facts_here(e: Expr, kids: list[NodeFacts]) -> NodeFacts:
+    """``e``'s facts from its children's."""
     if isinstance(e, Ref):
         return NodeFacts(frozenset((e.name,)), 1, {e.name: 1}, 0)
     size = 1
@@ -576,8 +537,7 @@ def _facts_here(e: Expr, kids: tuple[Expr, ...]) -> NodeFacts:
     # per child (an object state's choice of n members, each with its own rule, is O(n))
     counts: dict[str, int] = _LEAF_FACTS.ref_counts
     own_counts = False  # ``counts`` is this node's own dict (else shared with a child)
-    for k in kids:
-        f = _leaf_facts(k) if isinstance(k, _FACT_LEAVES) else k.__dict__["_facts"]
+    for f in kids:
         size += f.size
         dead |= f.dead
         if f.refs and f.refs is not refs:
@@ -605,15 +565,15 @@ def kept_on_nodes(root: Expr, attr: str, leaves: tuple[type[Expr], ...],
                   leaf: Callable[[Expr], _T], answer: Callable[[Expr, list[_T]], _T]) -> _T:
     """``answer(root, its children's answers)``, kept on each composite node under ``attr``: a
     sub-expression shared by many rules and grammars (a JSON character's encodings, a format's
-    spellings) is answered once in its life, each node after its children
-    (``uncached_postorder``), whose answers are read off them (no call per child). ``leaf``
-    answers the ``leaves`` types, which keep nothing."""
+    spellings) is answered once in its life, each node after its children, whose answers are
+    read off them (no call per child). ``leaf`` answers the ``leaves`` types, which keep
+    nothing. The walk is iterative, so deep expressions cost no stack."""
     if isinstance(root, leaves):
         return leaf(root)
     hit = root.__dict__.get(attr)
     if hit is not None:  # the common case: no walk to set up
         return hit
-    stack = [root]  # ``uncached_postorder``, inlined: this runs for every fresh node
+    stack = [root]
     while stack:
         e = stack[-1]
         if attr in e.__dict__:
@@ -710,7 +670,6 @@ __all__ = [
     "node_facts",
     "one_symbol",
     "ref_names",
-    "uncached_postorder",
     "lit",
     "optional",
     "repeat",
