@@ -76,7 +76,6 @@ from grammarsd.compiler.dfa_cache import DFA_CACHE, PackedDfa, Variant, fingerpr
 from grammarsd.compiler.lexer import RuleSet
 from grammarsd.errors import EmptyLanguageError, GrammarError, GrammarTooLargeError
 from grammarsd.grammar._canonical import joint_classes
-from grammarsd.grammar.automata import CharDFA
 from grammarsd.grammar.encodings import decoded_class
 from grammarsd.grammar.ir import (
     EMPTY,
@@ -84,7 +83,6 @@ from grammarsd.grammar.ir import (
     Capped,
     CharClass,
     Choice,
-    Decoding,
     Expr,
     Grammar,
     Literal,
@@ -199,74 +197,27 @@ _TERMS = (Literal, CharClass, Ref)  # the leaves of the node-kept analyses below
 
 
 class _Counts:
-    """Counted repeats in regular expressions.
+    """Counted repeats in regular expressions, read off the node facts.
 
-    The *expansion* of an expression is the product of the repeat bounds along its most deeply
-    counted path (``x{0,5}{0,4}`` is 20; an unbounded ``x{m,}`` counts ``m + 1``; a JSON-encoded
-    character is one symbol of the lexer, expansion 1): how many copies of a piece its DFA must
-    keep apart. A repeat whose expansion exceeds ``alone`` is *big*: its DFA grows with the count
-    (a JSON string has ~20 byte states per character), so it is never merged into a bigger
-    terminal; the lowering makes it one terminal of its own, a ``Capped`` one (a long JSON
-    string body), or chunks it (``_chunked``). A ``Capped`` node is big too: it is always a
-    terminal of its own.
+    The *expansion* of an expression (``ir.NodeFacts.expansion``) is the product of the repeat
+    bounds along its most deeply counted path (``x{0,5}{0,4}`` is 20; an unbounded ``x{m,}``
+    counts ``m + 1``; a JSON-encoded character is one symbol of the lexer, expansion 1): how
+    many copies of a piece its DFA must keep apart. A repeat whose expansion exceeds ``alone``
+    is *big*: its DFA grows with the count (a JSON string has ~20 byte states per character),
+    so it is never merged into a bigger terminal; the lowering makes it one terminal of its
+    own, a ``Capped`` one (a long JSON string body), or chunks it (``_chunked``). A ``Capped``
+    node is big too: it is always a terminal of its own.
     """
 
     def __init__(self, alone: int) -> None:
         self.alone = alone
 
     def expansion(self, expr: Expr) -> int:
-        return _expansions(expr)[0]
+        return node_facts(expr).expansion
 
     def has_big(self, expr: Expr) -> bool:
         """True iff some repeat inside ``expr`` (or ``expr`` itself) is big."""
-        return _expansions(expr)[1] > self.alone
-
-
-_LEAF_EXPANSIONS = (1, 0)
-_CAPPED_EXPANSION = 1 << 62  # a ``Capped`` node is bigger than any bound
-
-
-def _expansions(root: Expr) -> tuple[int, int]:
-    """``root``'s expansion (see ``_Counts``) and the largest expansion of a repeat inside it
-    (0 for none). Each composite node keeps its answer, so a shared sub-expression (a format's
-    spellings, a JSON character's encodings) is walked once in its life, not once per grammar."""
-    return kept_on_nodes(root, "_expansions", _TERMS, _leaf_expansions, _expansions_here)
-
-
-def _leaf_expansions(_: Expr) -> tuple[int, int]:
-    return _LEAF_EXPANSIONS
-
-
-def _expansions_here(e: Expr, kids: list[tuple[int, int]]) -> tuple[int, int]:
-    if decoded_class(e) is not None:
-        return _LEAF_EXPANSIONS
-    if isinstance(e, Decoding):  # as many characters as its automaton counts apart
-        depth = _depth(e.dfa)
-        return (depth, depth) if depth > 1 else _LEAF_EXPANSIONS
-    exp = max((k[0] for k in kids), default=1)
-    inner = max((k[1] for k in kids), default=0)
-    if isinstance(e, Repeat):
-        exp *= e.min + 1 if e.max is None else max(e.max, 1)
-        inner = max(inner, exp)
-    elif isinstance(e, Capped):
-        inner = _CAPPED_EXPANSION
-    return exp, inner
-
-
-def _depth(dfa: CharDFA) -> int:
-    """The most edges on a shortest path from the start to a state of ``dfa``: how many
-    characters it keeps apart, as a counted repeat does (``[a-z]{1,200}`` 200; a loop one)."""
-    seen = np.zeros(dfa.num_states, np.bool_)
-    seen[0] = True
-    frontier, depth = np.zeros(1, np.int64), 0
-    while True:
-        targets = np.unique(dfa.trans[frontier])
-        targets = targets[targets >= 0]
-        targets = targets[~seen[targets]]
-        if not len(targets):
-            return depth
-        seen[targets] = True
-        frontier, depth = targets, depth + 1
+        return node_facts(expr).big > self.alone
 
 
 def _label(expr: Expr, limit: int = 80) -> str:

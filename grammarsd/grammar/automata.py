@@ -270,6 +270,21 @@ class CharDFA:
         """True iff the empty string is in the language."""
         return bool(self.accept[0])
 
+    def depth(self) -> int:
+        """The most edges on a shortest path from the start to a state: how many characters the
+        automaton keeps apart, as a counted repeat does (``[a-z]{1,200}`` 200; a loop one)."""
+        seen = np.zeros(self.num_states, np.bool_)
+        seen[0] = True
+        frontier, depth = np.zeros(1, np.int64), 0
+        while True:
+            targets = np.unique(self.trans[frontier])
+            targets = targets[targets >= 0]
+            targets = targets[~seen[targets]]
+            if not len(targets):
+                return depth
+            seen[targets] = True
+            frontier, depth = targets, depth + 1
+
     def word_lengths(self) -> tuple[int, int | None] | None:
         """``(shortest, longest)`` word length, ``longest`` None when words are arbitrarily
         long; None for the empty language. The canonical table is trimmed, so the language

@@ -495,12 +495,19 @@ class NodeFacts(NamedTuple):
     ref_counts: dict[str, int]  # references to each rule, per path; shared: never mutate
     dead: int  # parts that derive nothing whatever the rules: an empty ``CharClass`` or
     # ``Excluding`` inside (``DEAD_CLASS``), a ``NOTHING`` inside (``DEAD_CHOICE``)
+    expansion: int  # the product of the repeat bounds along the most deeply counted path
+    # (``x{0,5}{0,4}`` 20; ``x{m,}`` counts ``m + 1``; a ``one_symbol`` node 1; a ``Decoding``
+    # as many characters as its automaton keeps apart): how many copies of a piece a DFA of
+    # this expression keeps apart
+    big: int  # the largest expansion of a repeat inside (0: none; ``CAPPED_EXPANSION`` with
+    # a ``Capped`` inside, which is bigger than any bound)
 
 
+CAPPED_EXPANSION = 1 << 62  # ``NodeFacts.big`` of a ``Capped`` node
 _NO_REFS: frozenset[str] = frozenset()
-_FACT_LEAVES = (Literal, CharClass, Excluding, Decoding)  # answered on the spot, keeping nothing
-_LEAF_FACTS = NodeFacts(_NO_REFS, 1, {}, 0)
-_EMPTY_LEAF_FACTS = NodeFacts(_NO_REFS, 1, {}, DEAD_CLASS)
+_FACT_LEAVES = (Literal, CharClass, Excluding)  # answered on the spot, keeping nothing
+_LEAF_FACTS = NodeFacts(_NO_REFS, 1, {}, 0, 1, 0)
+_EMPTY_LEAF_FACTS = NodeFacts(_NO_REFS, 1, {}, DEAD_CLASS, 1, 0)
 
 
 def node_facts(root: Expr) -> NodeFacts:
@@ -516,22 +523,28 @@ def one_symbol(expr: Expr) -> None:
     symbol spelled by many nodes (a JSON-encoded character, ``encodings.encode_class``), so a
     string's size grows with its structure, not with the ~20 spellings of each character."""
     if not isinstance(expr, _FACT_LEAVES):
-        object.__setattr__(expr, "_facts", node_facts(expr)._replace(size=1))
+        object.__setattr__(expr, "_facts", node_facts(expr)._replace(size=1, expansion=1, big=0))
 
 
 def _leaf_facts(e: Expr) -> NodeFacts:
     """The facts of a ``_FACT_LEAVES`` node, kept nowhere."""
-    if isinstance(e, (CharClass, Excluding, Decoding)) and e.is_empty:
+    if isinstance(e, (CharClass, Excluding)) and e.is_empty:
         return _EMPTY_LEAF_FACTS
     return _LEAF_FACTS
 
 
 def _facts_here(e: Expr, kids: list[NodeFacts]) -> NodeFacts:
     """``e``'s facts from its children's."""
-    if isinstance(e, Ref):
-        return NodeFacts(frozenset((e.name,)), 1, {e.name: 1}, 0)
+    kind = type(e)
+    if kind is Ref:
+        return NodeFacts(frozenset((e.name,)), 1, {e.name: 1}, 0, 1, 0)  # type: ignore[union-attr]
+    if kind is Decoding:  # kept on the node: its depth is a walk of its automaton
+        depth = e.dfa.depth()  # type: ignore[union-attr]
+        dead = DEAD_CLASS if e.is_empty else 0  # type: ignore[union-attr]
+        return NodeFacts(_NO_REFS, 1, {}, dead, *((depth, depth) if depth > 1 else (1, 0)))
     size = 1
-    dead = DEAD_CHOICE if not kids and isinstance(e, Choice) else 0
+    dead = DEAD_CHOICE if not kids and kind is Choice else 0
+    expansion, big = 1, 0
     refs = _NO_REFS
     more_refs: list[frozenset[str]] = []  # of other children: one union at the end, not one
     # per child (an object state's choice of n members, each with its own rule, is O(n))
@@ -540,6 +553,10 @@ def _facts_here(e: Expr, kids: list[NodeFacts]) -> NodeFacts:
     for f in kids:
         size += f.size
         dead |= f.dead
+        if f.expansion > expansion:
+            expansion = f.expansion
+        if f.big > big:
+            big = f.big
         if f.refs and f.refs is not refs:
             if refs:
                 more_refs.append(f.refs)
@@ -555,7 +572,12 @@ def _facts_here(e: Expr, kids: list[NodeFacts]) -> NodeFacts:
                 counts[name] = counts.get(name, 0) + c
     if more_refs:
         refs = refs.union(*more_refs)
-    return NodeFacts(refs, size, counts, dead)
+    if kind is Repeat:
+        expansion *= e.min + 1 if e.max is None else max(e.max, 1)  # type: ignore[union-attr]
+        big = max(big, expansion)
+    elif kind is Capped:
+        big = CAPPED_EXPANSION
+    return NodeFacts(refs, size, counts, dead, expansion, big)
 
 
 _T = TypeVar("_T")
@@ -642,6 +664,7 @@ ANY_CHAR = CharClass(((0, SURROGATES[0] - 1), (SURROGATES[1] + 1, MAX_CODE_POINT
 
 __all__ = [
     "ANY_CHAR",
+    "CAPPED_EXPANSION",
     "DEAD_CHOICE",
     "DEAD_CLASS",
     "EMPTY",

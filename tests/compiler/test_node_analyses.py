@@ -1,5 +1,5 @@
-"""The lowering's per-node analyses (lexer sizes in ``node_facts``, repeat expansions, whitespace
-gaps), kept on IR nodes so a sub-expression shared across grammars is read once: checked against
+"""The lowering's per-node analyses (lexer sizes and repeat expansions in ``node_facts``,
+whitespace gaps), kept on IR nodes so a sub-expression shared across grammars is read once: checked against
 plain recursive oracles."""
 
 from __future__ import annotations
@@ -8,12 +8,14 @@ import random
 
 import pytest
 
-from grammarsd.compiler.tables import _expansions, _gap_bounds, _OpenGaps
+from grammarsd.compiler.tables import _gap_bounds, _OpenGaps
+from grammarsd.grammar.automata import CharDFA
 from grammarsd.grammar.encodings import decoded_class, encode_class
 from grammarsd.grammar.ir import (
     Capped,
     CharClass,
     Choice,
+    Decoding,
     Expr,
     Grammar,
     Literal,
@@ -83,7 +85,8 @@ def test_node_answers_match_the_definitions(seed: int) -> None:
     e = _random_expr(rng, 5)
     shared = seq(e, lit(","), e)  # a shared child, answered once
     for root in (e, shared, e):  # the second time from the kept answers
-        assert _expansions(root) == _oracle_expansions(root)
+        facts = node_facts(root)
+        assert (facts.expansion, facts.big) == _oracle_expansions(root)
         assert _gap_bounds(root) == _oracle_gaps(root)
         assert node_facts(root).size == _oracle_nodes(root)
 
@@ -97,3 +100,17 @@ def test_gap_free_lexemes_are_left_as_they_are() -> None:
     assert open_gaps(other_bound) is other_bound
     gap = seq(lit("["), repeat(WS, 0, 3), lit("]"))
     assert open_gaps(gap) == seq(lit("["), repeat(WS, 0, None), lit("]"))
+
+
+@pytest.mark.parametrize(("pattern", "expected"), [
+    (repeat(char_set("abc"), 0, 7), (7, 7)),  # keeps seven characters apart
+    (repeat(char_set("abc"), 2, None), (2, 2)),  # two apart, then a loop
+    (repeat(char_set("abc"), 0, None), (1, 0)),  # a loop alone: one state
+    (seq(lit("x"), repeat(char_set("abc"), 3, 3)), (4, 4)),
+])
+def test_a_pattern_leaf_counts_what_its_automaton_keeps_apart(pattern: Expr,
+                                                             expected: tuple[int, int]) -> None:
+    leaf = Decoding(CharDFA.from_expr(pattern))
+    assert (node_facts(leaf).expansion, node_facts(leaf).big) == expected
+    inside = seq(lit('"'), leaf, lit('"'))
+    assert (node_facts(inside).expansion, node_facts(inside).big) == expected
