@@ -79,6 +79,7 @@ from grammarsd.grammar._canonical import joint_classes
 from grammarsd.grammar.encodings import decoded_class
 from grammarsd.grammar.ir import (
     EMPTY,
+    JSON_WHITESPACE,
     NOTHING,
     Capped,
     CharClass,
@@ -90,10 +91,8 @@ from grammarsd.grammar.ir import (
     Repeat,
     Seq,
     WhitespaceGaps,
-    char_set,
     children,
     choice,
-    kept_on_nodes,
     known_ref_names,
     node_facts,
     ref_names,
@@ -191,9 +190,6 @@ def _local_size_and_refs(root: Expr) -> tuple[int, Mapping[str, int]]:
     each rule (``ir.node_facts``: shared, read only)."""
     facts = node_facts(root)
     return facts.size, facts.ref_counts
-
-
-_TERMS = (Literal, CharClass, Ref)  # the leaves of the node-kept analyses below
 
 
 class _Counts:
@@ -1135,34 +1131,6 @@ def _place(table: np.ndarray, classes: np.ndarray, offset: int, trans: np.ndarra
             row[c] = shifted[own[c]]
 
 
-_JSON_WS = char_set(" \t\n\r")
-
-
-def _gap_bounds(root: Expr) -> frozenset[int]:
-    """The bounds ``b`` of the whitespace gaps ``[ \\t\\n\\r]{0,b}`` inside ``root``, not counting
-    a string's characters (which hold none). Each composite node keeps its answer, so a gap-free
-    sub-expression shared across grammars (a format's spellings) is walked once in its life."""
-    return kept_on_nodes(root, "_gap_bounds", _TERMS, _no_gaps, _gap_bounds_here)
-
-
-def _no_gaps(_: Expr) -> frozenset[int]:
-    return _NO_GAPS
-
-
-def _gap_bounds_here(e: Expr, kids: list[frozenset[int]]) -> frozenset[int]:
-    if isinstance(e, Repeat) and e.min == 0 and e.max is not None and e.item == _JSON_WS:
-        return frozenset((e.max,))
-    if decoded_class(e) is not None:
-        return _NO_GAPS
-    found = [b for b in kids if b]
-    if not found:
-        return _NO_GAPS
-    return found[0] if len(found) == 1 else frozenset().union(*found)
-
-
-_NO_GAPS: frozenset[int] = frozenset()
-
-
 class _OpenGaps:
     """Lexemes with a bounded whitespace gap (``ir.WhitespaceGaps``) made unbounded, for their
     DFAs only: the lowering keeps deciding what to merge by the bounded gap (counted as its
@@ -1171,16 +1139,16 @@ class _OpenGaps:
 
     def __init__(self, grammar: Grammar, gaps: WhitespaceGaps) -> None:
         self.bound = gaps.bound
-        self.bounded = Repeat(_JSON_WS, 0, gaps.bound)
+        self.bounded = Repeat(JSON_WHITESPACE, 0, gaps.bound)
         if grammar.rules[gaps.rule] != self.bounded:
             raise GrammarError(f"rule {gaps.rule!r} is not a gap of at most {gaps.bound} JSON "
                                f"whitespace characters: {_label(grammar.rules[gaps.rule])}")
-        self.open = Repeat(_JSON_WS, 0, None)
+        self.open = Repeat(JSON_WHITESPACE, 0, None)
         self.memo: dict[int, tuple[Expr, Expr]] = {}
 
     def touches(self, expr: Expr) -> bool:
         """Whether ``expr`` holds a gap to open (else ``self(expr)`` is ``expr``)."""
-        return self.bound in _gap_bounds(expr)
+        return self.bound in node_facts(expr).gaps
 
     def __call__(self, expr: Expr) -> Expr:
         if not self.touches(expr):

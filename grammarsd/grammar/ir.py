@@ -501,13 +501,16 @@ class NodeFacts(NamedTuple):
     # this expression keeps apart
     big: int  # the largest expansion of a repeat inside (0: none; ``CAPPED_EXPANSION`` with
     # a ``Capped`` inside, which is bigger than any bound)
+    gaps: frozenset[int]  # the bounds ``b`` of the whitespace gaps ``[ \t\n\r]{0,b}`` inside
+    # (``WhitespaceGaps``), not counting a ``one_symbol`` node's (a string's characters)
 
 
 CAPPED_EXPANSION = 1 << 62  # ``NodeFacts.big`` of a ``Capped`` node
 _NO_REFS: frozenset[str] = frozenset()
 _FACT_LEAVES = (Literal, CharClass, Excluding)  # answered on the spot, keeping nothing
-_LEAF_FACTS = NodeFacts(_NO_REFS, 1, {}, 0, 1, 0)
-_EMPTY_LEAF_FACTS = NodeFacts(_NO_REFS, 1, {}, DEAD_CLASS, 1, 0)
+_NO_GAPS: frozenset[int] = frozenset()
+_LEAF_FACTS = NodeFacts(_NO_REFS, 1, {}, 0, 1, 0, _NO_GAPS)
+_EMPTY_LEAF_FACTS = NodeFacts(_NO_REFS, 1, {}, DEAD_CLASS, 1, 0, _NO_GAPS)
 
 
 def node_facts(root: Expr) -> NodeFacts:
@@ -523,7 +526,8 @@ def one_symbol(expr: Expr) -> None:
     symbol spelled by many nodes (a JSON-encoded character, ``encodings.encode_class``), so a
     string's size grows with its structure, not with the ~20 spellings of each character."""
     if not isinstance(expr, _FACT_LEAVES):
-        object.__setattr__(expr, "_facts", node_facts(expr)._replace(size=1, expansion=1, big=0))
+        object.__setattr__(expr, "_facts", node_facts(expr)._replace(size=1, expansion=1, big=0,
+                                                                gaps=_NO_GAPS))
 
 
 def _leaf_facts(e: Expr) -> NodeFacts:
@@ -537,14 +541,17 @@ def _facts_here(e: Expr, kids: list[NodeFacts]) -> NodeFacts:
     """``e``'s facts from its children's."""
     kind = type(e)
     if kind is Ref:
-        return NodeFacts(frozenset((e.name,)), 1, {e.name: 1}, 0, 1, 0)  # type: ignore[union-attr]
+        return NodeFacts(frozenset((e.name,)), 1, {e.name: 1}, 0, 1, 0,  # type: ignore[union-attr]
+                         _NO_GAPS)
     if kind is Decoding:  # kept on the node: its depth is a walk of its automaton
         depth = e.dfa.depth()  # type: ignore[union-attr]
         dead = DEAD_CLASS if e.is_empty else 0  # type: ignore[union-attr]
-        return NodeFacts(_NO_REFS, 1, {}, dead, *((depth, depth) if depth > 1 else (1, 0)))
+        return NodeFacts(_NO_REFS, 1, {}, dead, *((depth, depth) if depth > 1 else (1, 0)),
+                         _NO_GAPS)
     size = 1
     dead = DEAD_CHOICE if not kids and kind is Choice else 0
     expansion, big = 1, 0
+    gaps = _NO_GAPS
     refs = _NO_REFS
     more_refs: list[frozenset[str]] = []  # of other children: one union at the end, not one
     # per child (an object state's choice of n members, each with its own rule, is O(n))
@@ -557,6 +564,8 @@ def _facts_here(e: Expr, kids: list[NodeFacts]) -> NodeFacts:
             expansion = f.expansion
         if f.big > big:
             big = f.big
+        if f.gaps and f.gaps is not gaps:
+            gaps = f.gaps | gaps if gaps else f.gaps
         if f.refs and f.refs is not refs:
             if refs:
                 more_refs.append(f.refs)
@@ -575,9 +584,11 @@ def _facts_here(e: Expr, kids: list[NodeFacts]) -> NodeFacts:
     if kind is Repeat:
         expansion *= e.min + 1 if e.max is None else max(e.max, 1)  # type: ignore[union-attr]
         big = max(big, expansion)
+        if e.min == 0 and e.max is not None and e.item == JSON_WHITESPACE:  # type: ignore[union-attr]
+            gaps = frozenset((e.max,))  # type: ignore[union-attr]
     elif kind is Capped:
         big = CAPPED_EXPANSION
-    return NodeFacts(refs, size, counts, dead, expansion, big)
+    return NodeFacts(refs, size, counts, dead, expansion, big, gaps)
 
 
 _T = TypeVar("_T")
@@ -660,6 +671,8 @@ def _paren(expr: Expr, kinds: tuple[type, ...]) -> str:
 
 
 ANY_CHAR = CharClass(((0, SURROGATES[0] - 1), (SURROGATES[1] + 1, MAX_CODE_POINT)))
+JSON_WHITESPACE = char_set(" \t\n\r")
+"""The characters of a gap between JSON tokens (``WhitespaceGaps``, ``NodeFacts.gaps``)."""
 
 
 __all__ = [
@@ -676,6 +689,7 @@ __all__ = [
     "Expr",
     "Excluding",
     "Grammar",
+    "JSON_WHITESPACE",
     "Literal",
     "NodeFacts",
     "Ref",

@@ -1,6 +1,6 @@
-"""The lowering's per-node analyses (lexer sizes and repeat expansions in ``node_facts``,
-whitespace gaps), kept on IR nodes so a sub-expression shared across grammars is read once: checked against
-plain recursive oracles."""
+"""The lowering's per-node analyses (lexer sizes, repeat expansions and whitespace gaps, all in
+``node_facts``), kept on IR nodes so a sub-expression shared across grammars is read once:
+checked against plain recursive oracles."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from grammarsd.compiler.tables import _gap_bounds, _OpenGaps
+from grammarsd.compiler.tables import _OpenGaps
 from grammarsd.grammar.automata import CharDFA
 from grammarsd.grammar.encodings import decoded_class, encode_class
 from grammarsd.grammar.ir import (
@@ -87,7 +87,7 @@ def test_node_answers_match_the_definitions(seed: int) -> None:
     for root in (e, shared, e):  # the second time from the kept answers
         facts = node_facts(root)
         assert (facts.expansion, facts.big) == _oracle_expansions(root)
-        assert _gap_bounds(root) == _oracle_gaps(root)
+        assert facts.gaps == _oracle_gaps(root)
         assert node_facts(root).size == _oracle_nodes(root)
 
 
