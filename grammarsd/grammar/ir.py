@@ -522,12 +522,14 @@ def node_facts(root: Expr) -> NodeFacts:
 
 
 def one_symbol(expr: Expr) -> None:
-    """Count ``expr`` as one node in ``NodeFacts.size`` wherever it stands: a front end's one
-    symbol spelled by many nodes (a JSON-encoded character, ``encodings.encode_class``), so a
-    string's size grows with its structure, not with the ~20 spellings of each character."""
+    """Read ``expr`` as one symbol in its ``NodeFacts`` wherever it stands (size 1, no counted
+    repeat, no whitespace gap): a front end's one symbol spelled by many nodes (a JSON-encoded
+    character, ``encodings.encode_class``), so a string's size grows with its structure, not
+    with the ~20 spellings of each character, and the counted hex digits of its ``\\uXXXX``
+    spellings are no counted repeat of the string."""
     if not isinstance(expr, _FACT_LEAVES):
-        object.__setattr__(expr, "_facts", node_facts(expr)._replace(size=1, expansion=1, big=0,
-                                                                gaps=_NO_GAPS))
+        facts = node_facts(expr)._replace(size=1, expansion=1, big=0, gaps=_NO_GAPS)
+        object.__setattr__(expr, "_facts", facts)
 
 
 def _leaf_facts(e: Expr) -> NodeFacts:
@@ -539,17 +541,15 @@ def _leaf_facts(e: Expr) -> NodeFacts:
 
 def _facts_here(e: Expr, kids: list[NodeFacts]) -> NodeFacts:
     """``e``'s facts from its children's."""
-    kind = type(e)
-    if kind is Ref:
-        return NodeFacts(frozenset((e.name,)), 1, {e.name: 1}, 0, 1, 0,  # type: ignore[union-attr]
-                         _NO_GAPS)
-    if kind is Decoding:  # kept on the node: its depth is a walk of its automaton
-        depth = e.dfa.depth()  # type: ignore[union-attr]
-        dead = DEAD_CLASS if e.is_empty else 0  # type: ignore[union-attr]
+    if isinstance(e, Ref):
+        return NodeFacts(frozenset((e.name,)), 1, {e.name: 1}, 0, 1, 0, _NO_GAPS)
+    if isinstance(e, Decoding):  # kept on the node: its depth is a walk of its automaton
+        depth = e.dfa.depth()
+        dead = DEAD_CLASS if e.is_empty else 0
         return NodeFacts(_NO_REFS, 1, {}, dead, *((depth, depth) if depth > 1 else (1, 0)),
                          _NO_GAPS)
     size = 1
-    dead = DEAD_CHOICE if not kids and kind is Choice else 0
+    dead = DEAD_CHOICE if not kids and isinstance(e, Choice) else 0
     expansion, big = 1, 0
     gaps = _NO_GAPS
     refs = _NO_REFS
@@ -581,12 +581,12 @@ def _facts_here(e: Expr, kids: list[NodeFacts]) -> NodeFacts:
                 counts[name] = counts.get(name, 0) + c
     if more_refs:
         refs = refs.union(*more_refs)
-    if kind is Repeat:
-        expansion *= e.min + 1 if e.max is None else max(e.max, 1)  # type: ignore[union-attr]
+    if isinstance(e, Repeat):
+        expansion *= e.min + 1 if e.max is None else max(e.max, 1)
         big = max(big, expansion)
-        if e.min == 0 and e.max is not None and e.item == JSON_WHITESPACE:  # type: ignore[union-attr]
-            gaps = frozenset((e.max,))  # type: ignore[union-attr]
-    elif kind is Capped:
+        if e.min == 0 and e.max is not None and e.item == JSON_WHITESPACE:
+            gaps = frozenset((e.max,))
+    elif isinstance(e, Capped):
         big = CAPPED_EXPANSION
     return NodeFacts(refs, size, counts, dead, expansion, big, gaps)
 
