@@ -32,7 +32,8 @@ HERE = Path(__file__).resolve().parents[1]
 def _worker(checkout: str, data_dir: str, core: int) -> None:
     """Answer the schema file names read from stdin with ``compile_s mask_s`` lines (-1: no
     compile)."""
-    os.sched_setaffinity(0, {core})
+    if hasattr(os, "sched_setaffinity"):  # Linux; elsewhere the lanes float
+        os.sched_setaffinity(0, {core})
     sys.path.insert(0, checkout)
     from grammarsd.bench.engines import engine_class
     from grammarsd.bench.maskbench import _tokenizer, _warm_up, load_case, run_case
