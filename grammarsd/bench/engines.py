@@ -167,9 +167,14 @@ class GrammarsdEngine(Engine):
     empty_language = (EmptyLanguageError,)
     options: ClassVar[dict[str, Any]] = {}
     # a bare string (no whitespace gaps: the plain fill kernel) whose pattern meets a maxLength
-    # the matcher counts (capped terminals) and a product of automata (pattern and length)
+    # the matcher counts (capped terminals) and a product of automata (pattern and length); an
+    # object inside an object, whose member terminals are glued from their values' cached DFAs
     warmup_cases: ClassVar[tuple[tuple[Any, str], ...]] = (
         ({"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$", "maxLength": 5000}, '"warm-up"'),
+        ({"type": "object", "properties": {"inner": {
+            "type": "object", "properties": {"a": {}, "b": {"type": "boolean"}},
+            "required": ["a", "b"], "additionalProperties": False}}},
+         '{"inner": {"a": [1], "b": true}}'),
     )
 
     def __init__(self, tokenizer: Any) -> None:
