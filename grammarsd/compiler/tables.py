@@ -95,6 +95,7 @@ from grammarsd.grammar.ir import (
     choice,
     known_ref_names,
     node_facts,
+    ref_counts,
     ref_names,
     repeat,
     seq,
@@ -184,12 +185,11 @@ class EarleyTables:
 # --------------------------------------------------------------------------- regular analysis
 
 
-def _local_size_and_refs(root: Expr) -> tuple[int, Mapping[str, int]]:
+def _local_size_and_refs(root: Expr) -> tuple[int, frozenset[str]]:
     """``root``'s size as the lexer reads it (``NodeFacts.size``: a JSON-encoded character
-    counts one), not counting referenced rules, and how many times (per path) it references
-    each rule (``ir.node_facts``: shared, read only)."""
+    counts one), not counting referenced rules, and the rules it references."""
     facts = node_facts(root)
-    return facts.size, facts.ref_counts
+    return facts.size, facts.refs
 
 
 class _Counts:
@@ -417,8 +417,8 @@ def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts,
     """
     local = {name: _local_size_and_refs(body) for name, body in grammar.rules.items()
              if name not in skip}
-    order = strongly_connected_components(
-        {name: [r for r in refs if r not in skip] for name, (_, refs) in local.items()})
+    order = strongly_connected_components(  # (sorted: a set's order differs by process)
+        {name: sorted(r for r in refs if r not in skip) for name, (_, refs) in local.items()})
     out = _Regular()
     inner = {name for name, (_, refs) in local.items() if refs}  # rules that reference rules
     inner.update(skip)  # (each shared rule references rules: ``_Fragment.lower``)
@@ -439,7 +439,8 @@ def _regular_bodies(grammar: Grammar, limits: CompileLimits, counts: _Counts,
             continue
         if any(r not in out.bodies for r in refs):
             continue
-        total = own + sum(out.size_of(r) * count for r, count in refs.items())
+        total = own + sum(out.size_of(r) * count
+                          for r, count in ref_counts(grammar.rules[name]).items())
         if total > limits.max_terminal_size:
             _add_tail_group(grammar, [name], gid, limits, counts, out, local, tail_only)
             continue
@@ -477,7 +478,7 @@ def _add_group(grammar: Grammar, scc: list[str], gid: int, limits: CompileLimits
 
 def _add_tail_group(grammar: Grammar, seed: list[str], gid: int, limits: CompileLimits,
                     counts: _Counts, out: _Regular,
-                    local: dict[str, tuple[int, Mapping[str, int]]],
+                    local: dict[str, tuple[int, frozenset[str]]],
                     tail_only: Callable[[str], bool]) -> None:
     """Make the rules of ``seed`` (one rule too big to inline, or a cycle too big as a group)
     group ``gid`` with every rule they reach by tail references, where all of them reference
@@ -671,9 +672,10 @@ class _Lowering:
         return len(self.nt_labels) - 1
 
     def add_prod(self, lhs: int, syms: list[object]) -> None:
-        if any(s is _DEAD for s in syms):
+        if _DEAD in syms:  # (the sentinels compare by identity, in C)
             return
-        self.prod_syms.extend(s for s in syms if s is not _EPS)  # type: ignore[misc]
+        kept = [s for s in syms if s is not _EPS] if _EPS in syms else syms
+        self.prod_syms.extend(kept)  # type: ignore[arg-type]
         self.prod_lhs.append(lhs)
         self.prod_end.append(len(self.prod_syms))
         if len(self.prod_lhs) > self.limits.max_productions:
@@ -722,10 +724,13 @@ class _Lowering:
         elif known_ref_names(expr) == frozenset() and not self.counts.has_big(expr):
             return expr  # nothing to inline and nothing to refuse (the common case: JSON text)
         else:
-            parts = [self.regular_expr(c) for c in children(expr)]
-            if any(p is None for p in parts):
-                return None
-            out = _rebuild(expr, parts)  # type: ignore[arg-type]
+            parts = []
+            for c in children(expr):  # the first non-regular child decides (an object
+                part = self.regular_expr(c)  # state's choice of steps: its first step)
+                if part is None:
+                    return None
+                parts.append(part)
+            out = _rebuild(expr, parts)
             if isinstance(out, Repeat) and self.counts.has_big(out) and out not in self.one_terminal:
                 return None
         if out is not None and self.unlexable and (out in self.unlexable or any(

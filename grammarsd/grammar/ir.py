@@ -492,7 +492,6 @@ class NodeFacts(NamedTuple):
     refs: frozenset[str]  # the names of the rules referenced inside
     size: int  # nodes as the lexer reads them: as a tree, where a reference (its rule is not
     # inlined) and a node marked ``one_symbol`` (a JSON-encoded character) count one each
-    ref_counts: dict[str, int]  # references to each rule, per path; shared: never mutate
     dead: int  # parts that derive nothing whatever the rules: an empty ``CharClass`` or
     # ``Excluding`` inside (``DEAD_CLASS``), a ``NOTHING`` inside (``DEAD_CHOICE``)
     expansion: int  # the product of the repeat bounds along the most deeply counted path
@@ -509,8 +508,8 @@ CAPPED_EXPANSION = 1 << 62  # ``NodeFacts.big`` of a ``Capped`` node
 _NO_REFS: frozenset[str] = frozenset()
 _FACT_LEAVES = (Literal, CharClass, Excluding)  # answered on the spot, keeping nothing
 _NO_GAPS: frozenset[int] = frozenset()
-_LEAF_FACTS = NodeFacts(_NO_REFS, 1, {}, 0, 1, 0, _NO_GAPS)
-_EMPTY_LEAF_FACTS = NodeFacts(_NO_REFS, 1, {}, DEAD_CLASS, 1, 0, _NO_GAPS)
+_LEAF_FACTS = NodeFacts(_NO_REFS, 1, 0, 1, 0, _NO_GAPS)
+_EMPTY_LEAF_FACTS = NodeFacts(_NO_REFS, 1, DEAD_CLASS, 1, 0, _NO_GAPS)
 
 
 def node_facts(root: Expr) -> NodeFacts:
@@ -542,11 +541,11 @@ def _leaf_facts(e: Expr) -> NodeFacts:
 def _facts_here(e: Expr, kids: list[NodeFacts]) -> NodeFacts:
     """``e``'s facts from its children's."""
     if isinstance(e, Ref):
-        return NodeFacts(frozenset((e.name,)), 1, {e.name: 1}, 0, 1, 0, _NO_GAPS)
+        return NodeFacts(frozenset((e.name,)), 1, 0, 1, 0, _NO_GAPS)
     if isinstance(e, Decoding):  # kept on the node: its depth is a walk of its automaton
         depth = e.dfa.depth()
         dead = DEAD_CLASS if e.is_empty else 0
-        return NodeFacts(_NO_REFS, 1, {}, dead, *((depth, depth) if depth > 1 else (1, 0)),
+        return NodeFacts(_NO_REFS, 1, dead, *((depth, depth) if depth > 1 else (1, 0)),
                          _NO_GAPS)
     size = 1
     dead = DEAD_CHOICE if not kids and isinstance(e, Choice) else 0
@@ -555,30 +554,22 @@ def _facts_here(e: Expr, kids: list[NodeFacts]) -> NodeFacts:
     refs = _NO_REFS
     more_refs: list[frozenset[str]] = []  # of other children: one union at the end, not one
     # per child (an object state's choice of n members, each with its own rule, is O(n))
-    counts: dict[str, int] = _LEAF_FACTS.ref_counts
-    own_counts = False  # ``counts`` is this node's own dict (else shared with a child)
-    for f in kids:
-        size += f.size
-        dead |= f.dead
-        if f.expansion > expansion:
-            expansion = f.expansion
-        if f.big > big:
-            big = f.big
-        if f.gaps and f.gaps is not gaps:
-            gaps = f.gaps | gaps if gaps else f.gaps
-        if f.refs and f.refs is not refs:
+    # each child's facts unpacked at once (an object state's choice of n steps reads no field
+    # by name)
+    for f_refs, f_size, f_dead, f_expansion, f_big, f_gaps in kids:
+        size += f_size
+        dead |= f_dead
+        if f_expansion > expansion:
+            expansion = f_expansion
+        if f_big > big:
+            big = f_big
+        if f_gaps and f_gaps is not gaps:
+            gaps = f_gaps | gaps if gaps else f_gaps
+        if f_refs and f_refs is not refs:
             if refs:
-                more_refs.append(f.refs)
+                more_refs.append(f_refs)
             else:
-                refs = f.refs
-        if f.ref_counts:
-            if not counts:
-                counts = f.ref_counts
-                continue
-            if not own_counts:
-                counts, own_counts = dict(counts), True
-            for name, c in f.ref_counts.items():
-                counts[name] = counts.get(name, 0) + c
+                refs = f_refs
     if more_refs:
         refs = refs.union(*more_refs)
     if isinstance(e, Repeat):
@@ -588,8 +579,41 @@ def _facts_here(e: Expr, kids: list[NodeFacts]) -> NodeFacts:
             gaps = frozenset((e.max,))
     elif isinstance(e, Capped):
         big = CAPPED_EXPANSION
-    return NodeFacts(refs, size, counts, dead, expansion, big, gaps)
+    return NodeFacts(refs, size, dead, expansion, big, gaps)
 
+
+def ref_counts(root: Expr) -> Mapping[str, int]:
+    """How many times ``root`` references each rule, per path (a shared node counts once per
+    path to it). Kept on the nodes like ``node_facts``, but a walk of its own, asked only of
+    the rule bodies whose inlined size the regular analysis adds up: an object state's
+    choice of n steps would cost a dict of n names, n**2 entries in all, that nobody reads.
+    The answer is shared: never mutate it."""
+    return kept_on_nodes(root, "_ref_counts", _FACT_LEAVES, _no_counts, _counts_here)
+
+
+def _no_counts(_: Expr) -> Mapping[str, int]:
+    return _NO_COUNTS
+
+
+def _counts_here(e: Expr, kids: list[Mapping[str, int]]) -> Mapping[str, int]:
+    if isinstance(e, Ref):
+        return {e.name: 1}
+    counts = _NO_COUNTS
+    own: dict[str, int] | None = None  # this node's own dict, once two children have counts
+    for k in kids:
+        if not k:
+            continue
+        if own is None:
+            if not counts:
+                counts = k  # shared with the child
+                continue
+            counts = own = dict(counts)
+        for name, c in k.items():
+            own[name] = own.get(name, 0) + c
+    return counts
+
+
+_NO_COUNTS: Mapping[str, int] = MappingProxyType({})
 
 _T = TypeVar("_T")
 
@@ -706,6 +730,7 @@ __all__ = [
     "known_ref_names",
     "node_facts",
     "one_symbol",
+    "ref_counts",
     "ref_names",
     "lit",
     "optional",

@@ -1,5 +1,6 @@
 """Traversals that keep their answers on IR nodes (``ir.node_facts``: referenced rules, tree
-sizes, empty parts) against a plain recursive walk of the same expression as a tree."""
+sizes, empty parts; ``ir.ref_counts``: references per path) against a plain recursive walk of
+the same expression as a tree."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from grammarsd.grammar.ir import (
     Repeat,
     Seq,
     chars,
+    ref_counts,
     ref_names,
 )
 from grammarsd.grammar.json_schema.compiler import _has_empty_class
@@ -73,12 +75,13 @@ def test_cached_walks_agree_with_tree_walks(seed: int) -> None:
     root = _random_dag(rng, rng.randint(1, 25))
     size, refs = _tree_walk(root)
     assert ref_names(root) == frozenset(refs)
-    assert _local_size_and_refs(root) == (size, dict(refs))
+    assert _local_size_and_refs(root) == (size, frozenset(refs))
+    assert ref_counts(root) == dict(refs)
     # asked again (answers now cached on the nodes), and from a new parent
     parent = Seq((root, Ref("w"), root))
     assert ref_names(parent) == frozenset(refs) | {"w"}
-    got_size, got_refs = _local_size_and_refs(parent)
-    assert got_size == 2 * size + 2 and got_refs == dict(refs + refs + Counter(["w"]))
+    assert _local_size_and_refs(parent) == (2 * size + 2, frozenset(refs) | {"w"})
+    assert ref_counts(parent) == dict(refs + refs + Counter(["w"]))
 
 
 @pytest.mark.parametrize("seed", range(40))
