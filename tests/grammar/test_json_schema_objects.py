@@ -17,9 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grammarsd.errors import SchemaUnsupportedError
-from grammarsd.grammar.ir import Choice, Expr, Seq
+from grammarsd.grammar.ir import Choice, Expr, Literal, Seq
 from grammarsd.grammar.json_schema import JsonSchemaOptions, schema_to_grammar
 from grammarsd.grammar.json_schema.objects import _DIRECT_KEYS, tree_ranges
+from grammarsd.grammar.json_schema.strings import string_literal
 from grammarsd.matcher.reference import ReferenceRecognizer
 
 NAMES = ["a", "b", "c", "d", "e", "f"]
@@ -163,3 +164,24 @@ def test_hand_picked_orders(recognizers: dict[str, ReferenceRecognizer]) -> None
     assert not r.accepts('{"b": 2, "a": 1, "e": 3}')  # valid for jsonschema, out of order
     assert not r.accepts('{"a": 1, "e": 3}')  # b missing
     assert not r.accepts('{"b": 2, "x": "s", "e": 3}')  # another key before a named one
+
+
+def _words(e: Expr) -> set[str]:
+    """The finite language of a literal, sequence or choice, word by word."""
+    if isinstance(e, Literal):
+        return {e.text}
+    if isinstance(e, Choice):
+        return set().union(*(_words(a) for a in e.items))
+    assert isinstance(e, Seq)
+    out = {""}
+    for item in e.items:
+        out = {w + x for w in out for x in _words(item)}
+    return out
+
+
+@pytest.mark.parametrize("text", ["", "name", "a b~!", "\x7f", "é", 'q"uote', "back\\slash",
+                                  "tab\there", "line\n", "\u2028", "😀", "\x00"])
+def test_a_key_literal_is_the_spellings_json_dumps_writes(text: str) -> None:
+    """The oracle is ``json.dumps``, with ``ensure_ascii`` on and off."""
+    assert _words(string_literal(text)) == {json.dumps(text, ensure_ascii=a)
+                                            for a in (True, False)}

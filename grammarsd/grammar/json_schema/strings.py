@@ -64,7 +64,10 @@ def encode_chars(expr: Expr) -> Expr:
 
 
 def string_literal(text: str) -> Expr:
-    """``text`` as a quoted JSON string (see ``encode_text``)."""
+    """``text`` as a quoted JSON string (see ``encode_text``). Printable ASCII without a quote
+    or backslash (most object keys) has one spelling, the text itself."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return Literal(f'"{text}"')
     return seq(lit('"'), encode_text(text), lit('"'))
 
 
