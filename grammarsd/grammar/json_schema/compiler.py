@@ -62,7 +62,7 @@ import itertools
 import json
 import math
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -246,13 +246,25 @@ _OBJECT_KEYWORDS = ("properties", "patternProperties", "additionalProperties")
 
 
 class _Layout:
-    """Punctuation with whitespace, per nesting level (levels matter only for ``indent``)."""
+    """Punctuation with whitespace, per nesting level (levels matter only for ``indent``).
+    Each piece is made once per compilation and handed out again (every member asks for the
+    colon; a piece's node then keeps its hash and facts for all of them)."""
 
     def __init__(self, options: JsonSchemaOptions) -> None:
         self.options = options
         self.ws: Expr = EMPTY
         if options.whitespace == "flexible" and options.max_whitespace != 0:
             self.ws = Ref(_WS_RULE)
+        self._colon = lit(": ") if options.whitespace == "indent" else seq(
+            self.ws, lit(":"), self.ws)
+        self._made: dict[tuple[str, str, int], Expr] = {}
+
+    def _once(self, kind: str, text: str, level: int, make: Callable[[], Expr]) -> Expr:
+        key = (kind, text, level)
+        made = self._made.get(key)
+        if made is None:
+            made = self._made[key] = make()
+        return made
 
     def rules(self) -> dict[str, Expr]:
         if self.ws == EMPTY:
@@ -267,28 +279,30 @@ class _Layout:
 
     def open(self, bracket: str, level: int) -> Expr:
         if self.options.whitespace == "indent":
-            return seq(lit(bracket), self._newline(level + 1))
-        return seq(lit(bracket), self.ws)
+            return self._once("open", bracket, level,
+                              lambda: seq(lit(bracket), self._newline(level + 1)))
+        return self._once("open", bracket, 0, lambda: seq(lit(bracket), self.ws))
 
     def close(self, bracket: str, level: int) -> Expr:
         if self.options.whitespace == "indent":
-            return seq(self._newline(level), lit(bracket))
-        return seq(self.ws, lit(bracket))
+            return self._once("close", bracket, level,
+                              lambda: seq(self._newline(level), lit(bracket)))
+        return self._once("close", bracket, 0, lambda: seq(self.ws, lit(bracket)))
 
     def empty(self, brackets: str) -> Expr:
         if self.options.whitespace == "indent":
             return lit(brackets)
-        return seq(lit(brackets[0]), self.ws, lit(brackets[1]))
+        return self._once("empty", brackets, 0,
+                          lambda: seq(lit(brackets[0]), self.ws, lit(brackets[1])))
 
     def comma(self, level: int) -> Expr:
         if self.options.whitespace == "indent":
-            return seq(lit(","), self._newline(level + 1))
-        return seq(self.ws, lit(","), self.ws)
+            return self._once("comma", ",", level,
+                              lambda: seq(lit(","), self._newline(level + 1)))
+        return self._once("comma", ",", 0, lambda: seq(self.ws, lit(","), self.ws))
 
     def colon(self) -> Expr:
-        if self.options.whitespace == "indent":
-            return lit(": ")
-        return seq(self.ws, lit(":"), self.ws)
+        return self._colon
 
 
 def whitespace_gaps(options: JsonSchemaOptions) -> WhitespaceGaps | None:
@@ -347,6 +361,9 @@ class _Lowering:
         self._keepalive: list[tuple[_Node, ...]] = []
         # Synthetic schema objects by content (see ``interned``).
         self._interned: dict[tuple[Any, ...], dict[str, Any]] = {}
+        # ``deref``'s targets by (resolver, keyword, reference): a resolver's answer is a
+        # function of it and the reference, and nodes below one resource share its resolver
+        self._targets: dict[tuple[int, str, str], tuple[Any, _Node]] = {}
         self._counter = 0
         self._names = names  # prefix of rule names: set only by ``_anything``'s own lowering
         self.shared: set[str] = set()  # the rules ``_anything`` gave (``Grammar.shared``)
@@ -378,6 +395,10 @@ class _Lowering:
 
     def deref(self, node: _Node, keyword: str = "$ref") -> _Node:
         ref = node.schema[keyword]
+        key = (id(node.resolver), keyword, ref)
+        hit = self._targets.get(key)
+        if hit is not None:
+            return hit[1]
         try:
             resolved = node.resolver.lookup(ref)
         except referencing.exceptions.Unresolvable as exc:
@@ -386,6 +407,7 @@ class _Lowering:
                               f"{exc}") from None
         pointer = ref if ref.startswith("#") else f"{ref}"
         target = _Node(resolved.contents, resolved.resolver, pointer.lstrip("#"))
+        self._targets[key] = (node.resolver, target)  # (the resolver kept: its id stays its)
         return target
 
     def peel(self, node: _Node) -> _Node:

@@ -102,6 +102,15 @@ class _Merged:
     property_names: list[_Node] = field(default_factory=list)
     witnesses: list[_Witness] = field(default_factory=list)
 
+    def excluding(self, values: list[Any]) -> _Merged:
+        """A copy with ``values`` excluded too; the other fields shared, as ``dataclasses.replace``
+        shares them, without its call through ``__init__`` (26 fields, once per object's other
+        keys)."""
+        out = object.__new__(_Merged)
+        out.__dict__.update(self.__dict__)
+        out.excluded = self.excluded + values
+        return out
+
 
 def _value_key(value: Any) -> Any:
     """A hashable key with JSON Schema equality (``1 == 1.0``, ``True != 1``)."""

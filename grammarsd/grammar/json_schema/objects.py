@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from grammarsd.grammar.automata import CharDFA
@@ -161,7 +160,7 @@ class _ObjectBuilder:
         if f is not None and "string" not in f.types:
             return []
         base = f if f is not None else _Merged()
-        base = replace(base, excluded=base.excluded + list(self.names))
+        base = base.excluding(list(self.names))
         if base.values is not None:  # finite propertyNames: list the keys
             keys = [v for v in base.values if isinstance(v, str) and v not in self.names
                     and low.is_valid(v, tuple(self.m.property_names))]
@@ -186,7 +185,7 @@ class _ObjectBuilder:
                 if language is not None and language.is_empty():
                     continue
                 names = [k for i in shown for k in witnesses[i].names]
-                key = low._string(replace(base, excluded=base.excluded + names), extra=language)
+                key = low._string(base.excluding(names), extra=language)
                 out.append((self._member(key, nodes + self._witness_nodes(shown)), shown))
         return [(e, shown) for e, shown in out if e != NOTHING]
 
