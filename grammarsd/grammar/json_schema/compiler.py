@@ -812,7 +812,7 @@ class _Lowering:
         if kw == "additionalProperties":
             if value is True or value == {}:
                 return []
-            keys = CharDFA.from_expr(repeat(ANY_CHAR, 0, None))
+            keys = _lengths_dfa(0, None)
             for pat in s.get("patternProperties", {}):
                 keys = keys.difference(self.pattern_dfa(pat, f"{node.pointer}/patternProperties",
                                                         "patternProperties"))
@@ -1122,13 +1122,14 @@ class _Lowering:
             if m.min_len <= shortest and (m.max_len is None or (
                     longest is not None and longest <= m.max_len)):  # lengths add nothing
                 return seq(lit('"'), self._format_rule(formats[0][0]), lit('"'))
+        for pattern, at in m.patterns + m.not_patterns:  # refused here, with its pointer
+            self.pattern_dfa(pattern, at, "pattern")
         try:
-            dfa = self._string_dfa(m)
-            if extra is not None:
-                dfa = dfa.intersect(extra)
-            if excluded:
-                dfa = dfa.difference(CharDFA.from_expr(choice(*(lit(v) for v in excluded))))
-            dfa, cap = self._max_length(m, dfa)
+            dfa, cap = _constrained_dfa(
+                m.min_len, m.max_len, tuple(p for p, _ in m.patterns),
+                tuple(p for p, _ in m.not_patterns), tuple(name for name, _ in formats),
+                tuple(name for name, _ in m.not_formats), tuple(excluded), extra,
+                self.options.max_length_product)
         except GrammarTooLargeError as exc:
             keyword, at = next(((kw, at) for kw, items in (
                 ("pattern", m.patterns), ("pattern", m.not_patterns), ("format", m.formats),
@@ -1137,25 +1138,6 @@ class _Lowering:
         if cap is not None:
             return seq(lit('"'), capped(self._dfa_rules(dfa), cap), lit('"'))
         return self._dfa_rules(dfa, quoted=True)
-
-    def _max_length(self, m: _Merged, dfa: CharDFA) -> tuple[CharDFA, int | None]:
-        """``m.max_len`` applied to ``dfa`` (the other string constraints): ``(dfa', cap)``.
-
-        The bound is folded into the automaton (``cap`` None) unless it adds nothing or
-        empties it, or it is at least ``_CAP_MIN_LENGTH`` and the product could pass
-        ``max_length_product`` states: then ``dfa`` comes back as it is with ``cap`` set,
-        for the matcher to count (``Capped``)."""
-        if m.max_len is None:
-            return dfa, None
-        lengths = dfa.word_lengths()
-        if lengths is None or lengths[0] > m.max_len:  # no word is short enough
-            return CharDFA.empty_language(), None
-        if lengths[1] is not None and lengths[1] <= m.max_len:  # the bound adds nothing
-            return dfa, None
-        if (m.max_len >= _CAP_MIN_LENGTH
-                and (m.max_len + 1) * dfa.num_states > self.options.max_length_product):
-            return dfa, m.max_len
-        return dfa.intersect(CharDFA.from_expr(repeat(ANY_CHAR, 0, m.max_len))), None
 
     def _dfa_rules(self, dfa: CharDFA, *, encoded: bool = True, quoted: bool = False) -> Expr:
         """The language of ``dfa`` as one shared rule: with ``encoded``, the JSON string
@@ -1215,20 +1197,6 @@ class _Lowering:
                 raise self.refuse("format", at, f"format {name!r} is not enforced")
             out.append((name, at))
         return out
-
-    def _string_dfa(self, m: _Merged) -> CharDFA:
-        """Decoded strings meeting the minimum length, pattern and format constraints of ``m``
-        (the maximum length is left to ``_max_length``)."""
-        dfa = CharDFA.from_expr(repeat(ANY_CHAR, m.min_len, None))
-        for pattern, at in m.patterns:
-            dfa = dfa.intersect(self.pattern_dfa(pattern, at, "pattern"))
-        for pattern, at in m.not_patterns:
-            dfa = dfa.difference(self.pattern_dfa(pattern, at, "pattern"))
-        for name, _ in self._formats(m):
-            dfa = dfa.intersect(format_dfa(name))
-        for name, _ in m.not_formats:
-            dfa = dfa.difference(format_dfa(name))
-        return dfa
 
     def pattern_dfa(self, pattern: str, at: str, keyword: str) -> CharDFA:
         """The strings an ECMA-262 ``pattern`` matches somewhere in (search semantics)."""
@@ -1372,6 +1340,50 @@ def _unchanged(expr: Expr) -> Expr:
 # met in another schema; ``minLength: 1`` is everywhere), so their automata and expressions are
 # kept per process. One expression object also keeps its walks' answers (``ir.kept_on_nodes``,
 # ``dfa_cache.fingerprint``) for every grammar holding it.
+
+
+@functools.lru_cache(maxsize=256)
+def _constrained_dfa(min_len: int, max_len: int | None, patterns: tuple[str, ...],
+                     not_patterns: tuple[str, ...], formats: tuple[str, ...],
+                     not_formats: tuple[str, ...], excluded: tuple[str, ...],
+                     extra: CharDFA | None, max_length_product: int
+                     ) -> tuple[CharDFA, int | None]:
+    """The decoded strings meeting these constraints, as ``(dfa, cap)``: kept per process,
+    since a string schema's constraints recur across schemas (a third of MaskBench's
+    patterns are met in another schema) and each product of automata is a subset
+    construction. ``max_len`` is folded into the automaton (``cap`` None) unless it adds
+    nothing or empties it, or it is at least ``_CAP_MIN_LENGTH`` and the product could pass
+    ``max_length_product`` states: then the automaton comes back without it and ``cap`` set,
+    for the matcher to count (``Capped``). The patterns must compile (``pattern_dfa``)."""
+    dfa = _lengths_dfa(min_len, None)
+    for pattern in patterns:
+        dfa = dfa.intersect(_search_dfa(pattern))
+    for pattern in not_patterns:
+        dfa = dfa.difference(_search_dfa(pattern))
+    for name in formats:
+        dfa = dfa.intersect(format_dfa(name))
+    for name in not_formats:
+        dfa = dfa.difference(format_dfa(name))
+    if extra is not None:
+        dfa = dfa.intersect(extra)
+    if excluded:
+        dfa = dfa.difference(CharDFA.from_expr(choice(*(lit(v) for v in excluded))))
+    if max_len is None:
+        return dfa, None
+    lengths = dfa.word_lengths()
+    if lengths is None or lengths[0] > max_len:  # no word is short enough
+        return CharDFA.empty_language(), None
+    if lengths[1] is not None and lengths[1] <= max_len:  # the bound adds nothing
+        return dfa, None
+    if max_len >= _CAP_MIN_LENGTH and (max_len + 1) * dfa.num_states > max_length_product:
+        return dfa, max_len
+    return dfa.intersect(_lengths_dfa(0, max_len)), None
+
+
+@functools.lru_cache(maxsize=256)
+def _lengths_dfa(lo: int, hi: int | None) -> CharDFA:
+    """The strings of ``lo`` to ``hi`` characters (kept: the same few bounds recur)."""
+    return CharDFA.from_expr(repeat(ANY_CHAR, lo, hi))
 
 
 @functools.lru_cache(maxsize=256)
@@ -1572,7 +1584,7 @@ class _Productive:
             return all(self.derives(i) for i in e.items)
         if isinstance(e, Choice):
             return any(self.derives(i) for i in e.items)
-        if isinstance(e, Capped):  # ``_max_length`` caps only where a word is short enough
+        if isinstance(e, Capped):  # ``_constrained_dfa`` caps only where a word is short enough
             return self.derives(e.item)
         if isinstance(e, (Excluding, Decoding)):
             return not e.is_empty
