@@ -354,7 +354,7 @@ class _Lowering:
         # whether it was met again while being written (then its body may refer to itself).
         self._by_body: dict[Expr, Ref] = {}
         self._open: dict[str, bool] = {}
-        self._flat: dict[tuple[str, int], Ref] = {}  # value rules by ``_flat_key``
+        self._flat: dict[tuple[Any, int], Ref] = {}  # value rules by ``_flat_key``
         self.objects: dict[tuple[Any, ...], Expr] = {}  # ``objects._ObjectBuilder.build``
         # Memo keys hold ids of schema objects; synthetic ones must outlive the compilation
         # so an id is never reused by another object.
@@ -520,7 +520,7 @@ class _Lowering:
             self._flat[flat] = ref
         return ref
 
-    def _flat_key(self, nodes: tuple[_Node, ...], level: int) -> tuple[str, int] | None:
+    def _flat_key(self, nodes: tuple[_Node, ...], level: int) -> tuple[Any, int] | None:
         """A key by content for one schema without subschema objects or references: it means
         its vocabulary's keywords wherever it sits, so equal ones (which differ in annotations,
         say) are lowered once. ``None`` for any other conjunction."""
@@ -538,10 +538,12 @@ class _Lowering:
             elif isinstance(keyword, str) and keyword.startswith("\x00"):  # a synthetic
                 # schema's private keyword
                 return None
+        key = _structure(kept)  # (scalars tagged by type: 1, 1.0 and true stay apart)
         try:
-            return json.dumps(kept, sort_keys=True), level
-        except (TypeError, ValueError):  # values JSON has no text for: no key
+            hash(key)
+        except TypeError:  # a value that is no JSON (an unhashable object): no key
             return None
+        return key, level
 
     def rule(self, prefix: str, body: Expr, name: str | None = None) -> Ref:
         """The rule ``name`` (by default a new ``prefix<n>``) for the finished ``body``, or
