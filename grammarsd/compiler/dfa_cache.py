@@ -38,6 +38,7 @@ its ~100 states instead of an NFA of its parts and a subset construction.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -352,7 +353,7 @@ class DfaCache:
         if shortcuts or isinstance(expr, Literal) and COMPOSE != "never":
             chain = _chain(expr)  # (a literal alone: an alternative of a key's spellings)
             if chain is not None and chain.num_states <= max_states:
-                return PackedDfa.pack(chain)
+                return chain
         if plain:
             flat = self._composable(expr, max_states)
             if flat is not None:
@@ -395,7 +396,7 @@ class DfaCache:
         chain, or the glue is not deterministic; the items' DFAs are built only once the
         shape is known to fit."""
         tag = b"" if variant is None else variant.tag
-        pieces: list[ByteDFA | PackedDfa | Expr] = []  # an item still to build: its Expr
+        pieces: list[PackedDfa | Expr] = []  # an item still to build: its Expr
         run: list[Expr] = []
         todo = list(reversed(expr.items))
         while todo:
@@ -603,18 +604,23 @@ class _Thompson:
             eps.extend((cur, end))
 
 
-def _chain(expr: Expr) -> ByteDFA | None:
+def _chain(expr: Expr) -> PackedDfa | None:
     """The DFA of a ``Seq`` of literals and loops over ASCII classes (a member's key and colon
     between whitespace gaps, a comma), spelled directly: one state per byte, each loop on the
     state it follows; None for any other shape, for a loop holding the byte after it or
     beside another loop at the same state (no longer deterministic as written), or for one
     that spells no byte. Already canonical: the shortest word from state ``i`` has
     ``n - 1 - i`` bytes, so no two states are equivalent, and each state has one successor
-    besides itself, so breadth-first order is the chain's. It comes packed (``ByteDFA.packed``),
-    so neither the cache nor a join (``_join``) reads its 256 byte columns again."""
+    besides itself, so breadth-first order is the chain's. It comes packed, so neither the
+    cache nor a join (``_join``) reads 256 byte columns."""
+    return _chain_of([expr])
+
+
+def _chain_of(items: list[Expr]) -> PackedDfa | None:
+    """``_chain`` of the items one after another (a run of a sequence, as it stands)."""
     spelled = bytearray()  # the chain's bytes
     loops: dict[int, CharClass] = {}  # state -> its loop
-    todo = [expr]
+    todo = items[::-1]
     while todo:
         e = todo.pop()
         if isinstance(e, Seq):
@@ -637,12 +643,18 @@ def _chain(expr: Expr) -> ByteDFA | None:
             return None
     if not spelled:
         return None
-    ranges = [(state, a, b) for state, loop in loops.items() for a, b in loop.ranges]
-    trans, accept, classes, table = _chain_table(
-        np.frombuffer(bytes(spelled), np.uint8), np.array(ranges, np.int64).reshape(-1, 3))
-    for arr in (trans, accept, classes, table):
-        arr.setflags(write=False)
-    return ByteDFA(trans, accept, packed=(classes, table))
+    return _spelled_chain(bytes(spelled), tuple(
+        (state, a, b) for state, loop in loops.items() for a, b in loop.ranges))
+
+
+@functools.lru_cache(maxsize=4096)
+def _spelled_chain(spelled: bytes, loops: tuple[tuple[int, int, int], ...]) -> PackedDfa:
+    """The chain reading ``spelled`` with a loop on ``a..b`` at state ``i`` for each ``(i, a,
+    b)`` of ``loops``; kept per process (packed: a few hundred bytes each), since a key and
+    its colon recur across objects and schemas."""
+    _, accept, classes, table = _chain_table(
+        np.frombuffer(spelled, np.uint8), np.array(loops, np.int64).reshape(-1, 3))
+    return PackedDfa(classes, table, accept, None, 0, None)
 
 
 @njit(cache=True, nogil=True)
@@ -667,45 +679,35 @@ def _chain_shaped(e: Expr) -> bool:
     return isinstance(e, Literal) or (isinstance(e, Repeat) and isinstance(e.item, CharClass))
 
 
-def _add_chain(pieces: list[ByteDFA | PackedDfa | Expr], run: list[Expr],
+def _add_chain(pieces: list[PackedDfa | Expr], run: list[Expr],
                variant: Variant | None) -> bool:
     """Append the chain (``_chain``) of ``run`` rewritten by ``variant`` to ``pieces``; False
-    where it is no chain."""
-    expr = Seq(tuple(run))
-    chain = _chain(expr if variant is None else variant.rewrite(expr))
+    where it is no chain. The items are rewritten one by one (links and gaps are shared
+    nodes, whose rewrites are kept), with no new sequence to walk."""
+    chain = _chain_of(run if variant is None else [variant.rewrite(e) for e in run])
     if chain is not None:
         pieces.append(chain)
     return chain is not None
 
 
-def _join(head: ByteDFA | PackedDfa, tail: PackedDfa, max_states: int) -> PackedDfa | None:
+def _join(head: PackedDfa, tail: PackedDfa, max_states: int) -> PackedDfa | None:
     """The canonical DFA of ``L(head) L(tail)`` (both without the empty string), in one kernel
     over the packed tables (``_canonical.concatenation``); None where a side is tiled or
     capped, or where the result would not be deterministic."""
     if head.tile is not None or head.cap or tail.tile is not None or tail.cap:
         return None
-    if isinstance(head, PackedDfa):
-        table, classes = head.table, head.classes
-    elif head.packed is not None:  # a chain (``_chain``) comes packed
-        classes, table = head.packed
-    else:
-        table, classes = head.trans, _EACH_BYTE
     return _result(concatenation(*map(_read_only, (
-        table, classes, head.accept, tail.table, tail.classes, tail.accept))), max_states)
+        head.table, head.classes, head.accept, tail.table, tail.classes, tail.accept))),
+        max_states)
 
 
-_EACH_BYTE = np.arange(256, dtype=np.uint8)  # a byte table's classes: a column per byte
-
-
-def _glue(pieces: list[ByteDFA | PackedDfa], max_states: int) -> PackedDfa | None:
+def _glue(pieces: list[PackedDfa], max_states: int) -> PackedDfa | None:
     """The canonical DFA of the pieces' languages one after another (none with the empty
     string): two by ``_join``, more in one kernel over their packed tables laid end to end
     (``_canonical.sequence``); None where a piece is tiled or capped, or where the result
     would not be deterministic."""
     if len(pieces) == 2:
-        head, tail = pieces
-        return _join(head, tail if isinstance(tail, PackedDfa) else PackedDfa.pack(tail),
-                     max_states)
+        return _join(pieces[0], pieces[1], max_states)
     flat = _end_to_end(pieces)
     return None if flat is None else _result(sequence(*flat), max_states)
 
@@ -717,18 +719,14 @@ def _united(pieces: list[PackedDfa], max_states: int) -> PackedDfa | None:
     return None if flat is None else _result(union(*flat), max_states)
 
 
-def _end_to_end(pieces: Sequence[ByteDFA | PackedDfa]) -> tuple[np.ndarray, ...] | None:
+def _end_to_end(pieces: Sequence[PackedDfa]) -> tuple[np.ndarray, ...] | None:
     """The pieces' packed tables laid end to end as ``_canonical.sequence`` takes them; None
     where a piece is tiled or capped (its states carry more than their rows)."""
     packed = []
     for piece in pieces:
         if piece.tile is not None or piece.cap:
             return None
-        if isinstance(piece, PackedDfa):
-            packed.append((piece.classes, piece.table, piece.accept))
-        else:  # a chain (``_chain``) comes packed
-            assert piece.packed is not None
-            packed.append((*piece.packed, piece.accept))
+        packed.append((piece.classes, piece.table, piece.accept))
     rows = [table.shape[0] for _, table, _ in packed]
     widths = [table.shape[1] for _, table, _ in packed]
     return (np.concatenate([c for c, _, _ in packed]),
