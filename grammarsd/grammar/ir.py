@@ -636,14 +636,23 @@ def kept_on_nodes(root: Expr, attr: str, leaves: tuple[type[Expr], ...],
         if attr in e.__dict__:
             stack.pop()
             continue
-        kids = _CHILDREN[type(e)](e)
-        pending = [k for k in kids if not isinstance(k, leaves) and attr not in k.__dict__]
+        answers: list[_T] = []
+        pending: list[Expr] = []
+        for k in _CHILDREN[type(e)](e):  # one pass: answers, or the children still to answer
+            if isinstance(k, leaves):
+                if not pending:
+                    answers.append(leaf(k))
+                continue
+            kept = k.__dict__.get(attr)
+            if kept is None:
+                pending.append(k)
+            elif not pending:
+                answers.append(kept)
         if pending:
             stack += pending
             continue
         stack.pop()
-        object.__setattr__(e, attr, answer(e, [leaf(k) if isinstance(k, leaves)
-                                               else k.__dict__[attr] for k in kids]))
+        object.__setattr__(e, attr, answer(e, answers))
     result: _T = root.__dict__[attr]
     return result
 
