@@ -116,7 +116,12 @@ def _no_leaf(_: Expr) -> bytes:
 
 def _digest_here(e: Expr, kids: list[bytes]) -> bytes:
     """``e``'s digest from its children's."""
-    h = hashlib.blake2b(type(e).__name__.encode(), digest_size=16)
+    kind = type(e)
+    h = hashlib.blake2b(_TAGS[kind], digest_size=16)
+    if kind is Seq or kind is Choice:  # (most nodes: their children say the rest)
+        for k in kids:
+            h.update(k)
+        return h.digest()
     if isinstance(e, Literal):
         h.update(e.text.encode("utf-8", "surrogatepass"))
     elif isinstance(e, CharClass):
@@ -138,6 +143,10 @@ def _digest_here(e: Expr, kids: list[bytes]) -> bytes:
     for k in kids:
         h.update(k)
     return h.digest()
+
+
+_TAGS = {kind: kind.__name__.encode()
+         for kind in (Literal, CharClass, Ref, Seq, Choice, Repeat, Capped, Excluding, Decoding)}
 
 
 def rules_digest(rules: RuleSet) -> bytes:

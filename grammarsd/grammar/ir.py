@@ -56,11 +56,13 @@ class _CachedHash:
     __slots__ = ()
 
     def __hash__(self) -> int:
-        h = self.__dict__.get("_hash")
+        kept = self.__dict__
+        h = kept.get("_hash")
         if h is None:
-            fields = self.__dataclass_fields__  # type: ignore[attr-defined]
-            h = hash((type(self).__name__, *(getattr(self, f) for f in fields)))
-            object.__setattr__(self, "_hash", h)
+            kind = type(self)
+            fields = kind.__dataclass_fields__  # type: ignore[attr-defined]
+            h = hash((kind.__name__, *map(kept.__getitem__, fields)))
+            kept["_hash"] = h
         return h
 
     def __getstate__(self) -> dict[str, object]:

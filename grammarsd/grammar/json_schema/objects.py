@@ -28,6 +28,9 @@ _MAX_WITNESSES = 3
 _DIRECT_KEYS = 64
 
 
+_PLAIN_ONLY: list[frozenset[int]] = [frozenset()]  # a member that shows no witness (read only)
+
+
 class _TooManyStates(Exception):
     """The member automaton outgrew ``max_object_states`` (internal: refused, or with
     ``any_order="auto"`` rebuilt in schema order)."""
@@ -119,10 +122,14 @@ class _ObjectBuilder:
 
     def _witness_sets(self, usable: list[int]) -> list[frozenset[int]]:
         """Every set of witnesses one member may show, the empty set (plain member) first."""
+        if not usable:  # (most objects have no witness)
+            return _PLAIN_ONLY
         return [frozenset(c) for r in range(len(usable) + 1)
                 for c in itertools.combinations(usable, r)]
 
     def _witness_nodes(self, shown: frozenset[int]) -> tuple[_Node, ...]:
+        if not shown:
+            return ()
         return tuple(self.m.witnesses[i].value for i in sorted(shown))
 
     def _named_members(self, key: str) -> list[tuple[Expr, frozenset[int]]]:
