@@ -68,7 +68,6 @@ from grammarsd.grammar._canonical import (
 )
 from grammarsd.grammar.encodings import decoded_class
 from grammarsd.grammar.ir import (
-    EMPTY,
     Capped,
     CharClass,
     Choice,
@@ -80,6 +79,7 @@ from grammarsd.grammar.ir import (
     Repeat,
     Seq,
     children,
+    is_empty,
     kept_on_nodes,
 )
 from grammarsd.grammar.passes import nullable
@@ -441,7 +441,7 @@ class DfaCache:
         NFA or subset construction. An alternative's DFA leaves out the empty string, as the
         terminal's does. None past ``UNION_MAX`` alternatives (an enum: the product would
         be taken once per alternative) or where an alternative is tiled or capped."""
-        alternatives = [alt for alt in expr.items if alt != EMPTY]
+        alternatives = [alt for alt in expr.items if not is_empty(alt)]
         if not alternatives or len(alternatives) > UNION_MAX:
             return None
         pieces = [self.get(alt, max_states, variant=variant) for alt in alternatives]

@@ -78,7 +78,6 @@ from grammarsd.errors import EmptyLanguageError, GrammarError, GrammarTooLargeEr
 from grammarsd.grammar._canonical import joint_classes
 from grammarsd.grammar.encodings import decoded_class
 from grammarsd.grammar.ir import (
-    EMPTY,
     JSON_WHITESPACE,
     NOTHING,
     Capped,
@@ -93,6 +92,7 @@ from grammarsd.grammar.ir import (
     WhitespaceGaps,
     children,
     choice,
+    is_empty,
     known_ref_names,
     node_facts,
     ref_counts,
@@ -825,7 +825,7 @@ class _Lowering:
 
     def symbol(self, expr: Expr) -> object:
         """One symbol deriving exactly L(expr), creating helper nonterminals as needed."""
-        if expr == EMPTY:
+        if is_empty(expr):
             return _EPS
         if isinstance(expr, Capped):
             return self.capped(expr)

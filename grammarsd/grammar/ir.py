@@ -289,6 +289,16 @@ EMPTY = Seq(())
 NOTHING = Choice(())
 
 
+def is_empty(e: Expr) -> bool:
+    """``e == EMPTY``, as a type test (no call of ``__eq__`` on the way: it runs per node)."""
+    return type(e) is Seq and not e.items
+
+
+def is_nothing(e: Expr) -> bool:
+    """``e == NOTHING``, as a type test."""
+    return type(e) is Choice and not e.items
+
+
 # --------------------------------------------------------------------------- grammar
 
 
@@ -736,6 +746,8 @@ __all__ = [
     "chars",
     "children",
     "choice",
+    "is_empty",
+    "is_nothing",
     "iter_refs",
     "kept_on_nodes",
     "known_ref_names",

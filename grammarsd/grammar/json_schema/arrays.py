@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from grammarsd.grammar.ir import EMPTY, NOTHING, Expr, Ref, choice, seq
+from grammarsd.grammar.ir import EMPTY, NOTHING, Expr, Ref, choice, is_nothing, seq
 from grammarsd.grammar.json_schema.model import _Merged, _Node, _type_of, _value_key
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class _CountingArray:
         yes = self.low.value(nodes + (self.yes_node,), self.child)
         no = self.low.value(nodes + (self.no_node,), self.child)
         out = [(yes, 1), (no, 0)]
-        return [(e, k) for e, k in out if e != NOTHING]
+        return [(e, k) for e, k in out if not is_nothing(e)]
 
     def _can_end(self, index: int, count: int) -> bool:
         if index < self.m.min_items:

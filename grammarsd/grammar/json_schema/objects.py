@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from grammarsd.grammar.automata import CharDFA
-from grammarsd.grammar.ir import EMPTY, NOTHING, Choice, Expr, Ref, choice, seq
+from grammarsd.grammar.ir import EMPTY, NOTHING, Choice, Expr, Ref, choice, is_nothing, seq
 from grammarsd.grammar.json_schema.model import _Merged, _Node
 from grammarsd.grammar.json_schema.strings import string_literal
 
@@ -116,7 +116,7 @@ class _ObjectBuilder:
 
     def _member(self, key: Expr, nodes: tuple[_Node, ...]) -> Expr:
         value = self.low.value(nodes, self.layout.child_level(self.level))
-        if key == NOTHING or value == NOTHING:
+        if is_nothing(key) or is_nothing(value):
             return NOTHING
         return self.low.rule("member", seq(key, self.layout.colon(), value))
 
@@ -143,7 +143,7 @@ class _ObjectBuilder:
         usable = [i for i, w in enumerate(self.m.witnesses) if w.admits(key)]
         out = [(self._member(string_literal(key), nodes + self._witness_nodes(shown)), shown)
                for shown in self._witness_sets(usable)]
-        return [(e, shown) for e, shown in out if e != NOTHING]
+        return [(e, shown) for e, shown in out if not is_nothing(e)]
 
     def _property_name_filter(self) -> _Merged | None:
         """``propertyNames`` merged into one string constraint (``None``: no such keyword)."""
@@ -194,7 +194,7 @@ class _ObjectBuilder:
                 names = [k for i in shown for k in witnesses[i].names]
                 key = low._string(base.excluding(names), extra=language)
                 out.append((self._member(key, nodes + self._witness_nodes(shown)), shown))
-        return [(e, shown) for e, shown in out if e != NOTHING]
+        return [(e, shown) for e, shown in out if not is_nothing(e)]
 
     def build(self) -> Expr:
         """The object's expression; the one made before for an object of the same members
@@ -326,7 +326,7 @@ class _ObjectBuilder:
         """The key ranges that together offer the named keys ``[first, stop)``."""
         ranges = (self._key_range(lo, hi, context)
                   for lo, hi in tree_ranges(first, stop, 0, len(self.names)))
-        return [r for r in ranges if r != NOTHING]
+        return [r for r in ranges if not is_nothing(r)]
 
     def _key_range(self, lo: int, hi: int, context: tuple[Any, ...]) -> Expr:
         """The rule "the next member has a named key in ``[lo, hi)``" in ``context`` (keys
@@ -343,7 +343,7 @@ class _ObjectBuilder:
             mid = (lo + hi) // 2
             alts = [self._key_range(lo, mid, context), self._key_range(mid, hi, context)]
         body = _union(alts)
-        if body != NOTHING:
+        if not is_nothing(body):
             ref = Ref(f"{self.prefix}_keys{len(self.ranges)}")
             self.low.rules[ref.name] = body
             body = ref
@@ -381,5 +381,5 @@ def _union(alts: list[Expr]) -> Expr:
     distinct (each holds a member rule of its own, or closes the object) and none is a
     ``Choice`` but NOTHING (a member that cannot occur), which is dropped as ``choice`` drops
     it."""
-    kept = [a for a in alts if a != NOTHING]
+    kept = [a for a in alts if not is_nothing(a)]
     return NOTHING if not kept else kept[0] if len(kept) == 1 else Choice(tuple(kept))
