@@ -529,6 +529,9 @@ def node_facts(root: Expr) -> NodeFacts:
     ``_CachedHash`` keeps its hash, so a sub-expression shared by many rules and grammars (a
     JSON character's encodings) is walked once in its life, not once per path to it
     (``kept_on_nodes``)."""
+    kept = root.__dict__.get("_facts")  # (the common case, without the walk's set-up call)
+    if kept is not None:
+        return kept
     return kept_on_nodes(root, "_facts", _FACT_LEAVES, _leaf_facts, _facts_here)
 
 
