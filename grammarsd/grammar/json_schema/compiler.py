@@ -343,7 +343,9 @@ class _Lowering:
         self.layout = _Layout(options)
         resource = draft.spec.create_resource(root)
         base = resource.id() or ""
-        self.registry = registry.with_resource(base, resource).crawl()
+        self.registry = registry.with_resource(base, resource)
+        if len(registry) or _names_resources(root):  # (else crawling would find nothing)
+            self.registry = self.registry.crawl()
         self.root = _Node(root, self.registry.resolver(base_uri=base), "")
         self.rules: dict[str, Expr] = dict(self.layout.rules())
         self.rules[_CHAR.name] = encode_class(ANY_CHAR)
@@ -1419,6 +1421,26 @@ def _conjoin(a: _Alt, b: _Alt) -> _Alt:
     """The conjunction of two alternatives, each schema object once."""
     seen = {id(node.schema) for node in a}
     return a + tuple(node for node in b if id(node.schema) not in seen)
+
+
+_IDENTIFYING = frozenset(("$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"))
+
+
+def _names_resources(schema: Any) -> bool:
+    """Whether some object inside ``schema`` has a key that may name a resource or an anchor
+    (conservative: any object, even an enum value or a property map, counts). Only then does
+    crawling the registry find anything beyond the root: a walk of every subschema through the
+    drafts' specifications, where this looks at the keys alone."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if not _IDENTIFYING.isdisjoint(node):
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 def _structure(schema: dict[str, Any]) -> tuple[Any, ...]:
