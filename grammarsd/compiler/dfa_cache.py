@@ -107,6 +107,9 @@ def fingerprint(root: Expr) -> bytes:
     its life: the digest is kept on the (immutable) node, as ``_CachedHash`` keeps its hash,
     so the JSON character encodings every schema shares are hashed once per process.
     """
+    kept = root.__dict__.get("_fingerprint")  # (the common case, without the walk's call)
+    if kept is not None:
+        return kept
     return kept_on_nodes(root, "_fingerprint", (), _no_leaf, _digest_here)
 
 

@@ -721,7 +721,7 @@ class _Lowering:
             return expr
         elif isinstance(expr, Capped):  # never merged: lowered by ``capped``
             return None
-        elif known_ref_names(expr) == frozenset() and not self.counts.has_big(expr):
+        elif known_ref_names(expr) == _NO_RULES and not self.counts.has_big(expr):
             return expr  # nothing to inline and nothing to refuse (the common case: JSON text)
         else:
             parts = []
