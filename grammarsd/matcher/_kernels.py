@@ -1008,6 +1008,35 @@ def chain_sets_between(
 
 
 @njit(cache=True, nogil=True)
+def plain_info(dfa_accept, dfa_has_out, state_term, state_cap):  # noqa: ANN001, ANN201
+    """``Tables.dfa_info`` with every cap column at ``NO_CAP`` and column 6 zero: a capped
+    terminal's states get theirs from ``runtime._kernel_info``. One pass, one allocation."""
+    n = dfa_accept.shape[0]
+    info = np.empty((n, 7), np.int32)
+    for q in range(n):
+        info[q, 0] = dfa_accept[q]
+        info[q, 1] = dfa_has_out[q]
+        info[q, 2] = state_term[q]
+        info[q, 3] = 1 if state_cap[q] > 0 else 0
+        info[q, 4] = NO_CAP
+        info[q, 5] = NO_CAP
+        info[q, 6] = 0
+    return info
+
+
+@njit(cache=True, nogil=True)
+def small_terminal(state_term, bound):  # noqa: ANN001, ANN201
+    """Per state: whether its terminal has at most ``bound`` states."""
+    counts = np.zeros(state_term.max() + 1 if state_term.shape[0] else 1, np.int64)
+    for q in range(state_term.shape[0]):
+        counts[state_term[q]] += 1
+    out = np.empty(state_term.shape[0], np.bool_)
+    for q in range(state_term.shape[0]):
+        out[q] = counts[state_term[q]] <= bound
+    return out
+
+
+@njit(cache=True, nogil=True)
 def chars_needed(dfa_trans, byte_col, dfa_accept, char_start, lo, hi, out):  # noqa: ANN001, ANN201
     """``out[q - lo]`` = the fewest characters started on a path from state ``q`` to an
     accepting state, for the states ``lo <= q < hi`` of one terminal (a step from ``q`` starts

@@ -78,6 +78,16 @@ def _scratch(words: int, vocab: int, nodes: int) -> _Scratch:
     return kept[1]
 
 
+def _signature_scratch() -> tuple[np.ndarray, np.ndarray]:
+    """This thread's buffers for ``_kernels.sub_dfa_signature`` (its state order and output),
+    read back before the next call: one pair per thread, not per grammar."""
+    kept = getattr(_THREAD, "signature", None)
+    if kept is None:
+        kept = _THREAD.signature = (np.empty(_SIG_MAX_STATES, dtype=np.int32),
+                                    np.empty(_SIG_MAX_INTS, dtype=np.int32))
+    return kept
+
+
 def _grow(a: np.ndarray, need: int) -> np.ndarray:
     if need <= a.shape[0]:
         return a
@@ -271,23 +281,20 @@ class MaskCache:
             unc_cls=np.zeros(1024, dtype=np.int32),
         )
         self._row_of_signature: dict[bytes, int] = {}
-        term_states = np.bincount(tables.dfa_info[:, 2])  # see ``_signature``
-        self._sig_ok = term_states[tables.dfa_info[:, 2]] <= _SIG_MAX_STATES
+        self._sig_ok = K.small_terminal(compiled.tables.state_term, _SIG_MAX_STATES)  # see
+        # ``_signature``
         self._tile = compiled.tables.state_tile
         self._caps = caps
         self._sig_label = np.full(tables.dfa_trans.shape[0], -1, dtype=np.int32)
-        self._sig_order = np.empty(_SIG_MAX_STATES, dtype=np.int32)
-        self._sig_out = np.empty(_SIG_MAX_INTS, dtype=np.int32)
-        owned = (self._steps, self._rad, self._rad_utf8, self._sig_ok, self._sig_label,
-                 self._sig_order, self._sig_out)  # fmt: skip
+        owned = (self._steps, self._rad, self._rad_utf8, self._sig_ok, self._sig_label)
         self._owned_nbytes = sum(a.nbytes for a in owned)
         self._arrays_nbytes = sum(a.nbytes for a in self.arrays)
 
     @property
     def nbytes(self) -> int:
         """Bytes the cache holds: its rows (``arrays``, counted as they are published), per-state
-        step sets and radii and signature buffers (the row builders' vocabulary-sized scratch
-        is per thread, ``_scratch``). A sum kept up to date, not a walk: ``CompileCache`` asks
+        step sets, radii and signature labels (the row builders' vocabulary-sized scratch and
+        the signature buffers are per thread, ``_scratch``, ``_signature_scratch``). A sum kept up to date, not a walk: ``CompileCache`` asks
         every entry on every insertion."""
         return self._owned_nbytes + self._arrays_nbytes
 
@@ -388,10 +395,10 @@ class MaskCache:
         if not self._sig_ok[q]:
             return None
         t = self._tables
-        n = K.sub_dfa_signature(
-            t.dfa_trans, t.byte_col, t.dfa_info, q, self._sig_order, self._sig_label, self._sig_out
-        )
-        return self._sig_out[:n].tobytes() if n >= 0 else None
+        order, out = _signature_scratch()
+        n = K.sub_dfa_signature(t.dfa_trans, t.byte_col, t.dfa_info, q, order, self._sig_label,
+                                out)
+        return out[:n].tobytes() if n >= 0 else None
 
     def _full_walk(self, q: int, follow: np.ndarray) -> Row:
         row = self._walk(q, follow, -1)
@@ -559,12 +566,9 @@ def _kernel_info(t: EarleyTables, max_depth: int) -> tuple[np.ndarray, CapSlots]
     (``chars_needed``), and its own row serves counts up to ``cap - max_depth - most`` (no token
     can then reach the cap: it starts at most ``max_depth`` characters)."""
     n_states = t.dfa_trans.shape[0]
-    info = np.zeros((n_states, 7), dtype=np.int32)
-    info[:, 0] = t.dfa_accept
-    info[:, 1] = t.dfa_has_out
-    info[:, 2] = t.state_term
-    info[:, 3] = t.state_cap > 0
-    info[:, 4] = info[:, 5] = K.NO_CAP
+    info = K.plain_info(t.dfa_accept, t.dfa_has_out, t.state_term, t.state_cap)
+    if not t.term_cap.any():
+        return info, _NO_CAPS
     bases: list[np.ndarray] = []
     states: list[np.ndarray] = []
     most: list[np.ndarray] = []
@@ -594,6 +598,9 @@ def _kernel_info(t: EarleyTables, max_depth: int) -> tuple[np.ndarray, CapSlots]
 
 def _joined(parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+_NO_CAPS = CapSlots(0, _joined([]), _joined([]), _joined([]))  # no capped terminal (read only)
 
 
 class Runtime:
