@@ -141,7 +141,8 @@ references of the bodies. Members of one ``group`` refer to each other only in t
 class ByteDFA:
     """A minimal, trimmed DFA over bytes; start state 0; see the module docstring."""
 
-    trans: np.ndarray  # int32 [num_states, 256]; next state or -1 (dead)
+    byte_table: np.ndarray | None  # int32 [num_states, 256]; next state or -1 (dead); None
+    # where ``packed`` holds it (``trans`` writes it out when first read)
     accept: np.ndarray  # bool [num_states]
     tile: np.ndarray | None = None  # int64 [num_states, 4] for tiled DFAs, see ``_tiled``
     cap: int = 0  # a ``Capped`` terminal's bound on decoded characters (0: not capped)
@@ -149,25 +150,41 @@ class ByteDFA:
     # starts a decoded character (the matcher counts a character there)
     packed: tuple[np.ndarray, np.ndarray] | None = None  # ``(classes, table)`` with
     # ``trans == table[:, classes]`` where the minimiser had them (``_finish``): packing for
-    # the DFA cache is then free
+    # the DFA cache is then free, and the byte table is written only if someone reads it
 
     def __post_init__(self) -> None:
-        if self.trans.dtype != np.int32 or self.trans.ndim != 2 or self.trans.shape[1] != 256:
+        n = self.accept.shape[0] if self.accept.ndim == 1 else -1
+        if self.byte_table is None and self.packed is None:
+            raise ValueError("ByteDFA needs its byte table or its packing")
+        if self.byte_table is not None and (
+                self.byte_table.dtype != np.int32 or self.byte_table.shape != (n, 256)):
             raise ValueError("ByteDFA.trans must be int32 [num_states, 256]")
-        if self.accept.dtype != np.bool_ or self.accept.shape != (self.trans.shape[0],):
+        if self.accept.dtype != np.bool_ or n < 0:
             raise ValueError("ByteDFA.accept must be bool [num_states]")
-        if self.tile is not None and self.tile.shape != (self.trans.shape[0], 4):
+        if self.tile is not None and self.tile.shape != (n, 4):
             raise ValueError("ByteDFA.tile must be int64 [num_states, 4]")
         if (self.cap > 0) != (self.char_start is not None) or (
                 self.char_start is not None and self.char_start.shape != self.accept.shape):
             raise ValueError("ByteDFA.char_start must be bool [num_states] exactly when capped")
         if self.packed is not None and (self.packed[0].shape != (256,) or
-                                        self.packed[1].shape[0] != self.trans.shape[0]):
+                                        self.packed[1].shape[0] != n):
             raise ValueError("ByteDFA.packed must be (classes [256], table [num_states, k])")
 
     @property
+    def trans(self) -> np.ndarray:
+        """int32 [num_states, 256]: the next state on each byte, or -1 (dead)."""
+        table = self.byte_table
+        if table is None:
+            assert self.packed is not None
+            classes, packed = self.packed
+            table = np.ascontiguousarray(packed[:, classes])
+            table.setflags(write=False)
+            object.__setattr__(self, "byte_table", table)  # a cache: equal for every reader
+        return table
+
+    @property
     def num_states(self) -> int:
-        return int(self.trans.shape[0])
+        return int(self.accept.shape[0])
 
     def is_empty(self) -> bool:
         """True iff no byte string is accepted."""
@@ -922,14 +939,14 @@ def _finish(table: tuple[np.ndarray, np.ndarray], nonempty: bool, max_states: in
                                        np.ascontiguousarray(accept, bool)), max_states)
 
 
-def _finished(trans: np.ndarray, accept: np.ndarray, classes: np.ndarray, packed: np.ndarray,
+def _finished(accept: np.ndarray, classes: np.ndarray, packed: np.ndarray,
               max_states: int) -> ByteDFA:
-    """The ``ByteDFA`` of a canonical table and its packing, within ``max_states``."""
-    if trans.shape[0] > max_states:
-        raise GrammarTooLargeError("dfa_states", int(trans.shape[0]), max_states)
-    for a in (trans, accept, classes, packed):
+    """The ``ByteDFA`` of a canonical table given packed, within ``max_states``."""
+    if accept.shape[0] > max_states:
+        raise GrammarTooLargeError("dfa_states", int(accept.shape[0]), max_states)
+    for a in (accept, classes, packed):
         a.setflags(write=False)
-    return ByteDFA(trans, accept, packed=(classes, packed))
+    return ByteDFA(None, accept, packed=(classes, packed))
 
 
 class _Overlap(Exception):

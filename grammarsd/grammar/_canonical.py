@@ -47,15 +47,17 @@ def canonical(trans: np.ndarray,
 
 @njit(cache=True, nogil=True)
 def canonical_packed(trans: np.ndarray, accept: np.ndarray) -> tuple[
-        np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """``canonical`` of a byte table (256 columns) and the same result packed by byte class,
-    as ``dfa_cache.PackedDfa.pack`` would pack it (classes uint8 [256] numbered by first
-    occurrence, one column per class): ``(trans, accept, classes, table)``. The classes come
-    from the minimal table's distinct columns over the input's few classes, not from another
-    pass over 256 columns."""
+        np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """``canonical`` of a byte table (256 columns) packed by byte class, as
+    ``dfa_cache.PackedDfa.pack`` would pack it (classes uint8 [256] numbered by first
+    occurrence, one column per class): ``(accept, classes, table)``, where
+    ``table[:, classes]`` is ``canonical``'s table. The classes come from the minimal table's
+    distinct columns over the input's few classes, not from another pass over 256 columns;
+    the byte table is not written (the DFA cache keeps the packed one only: 1.1 GB of byte
+    rows over MaskBench's paired schemas that nobody read)."""
     starts, run_class, minimal, accepting = _minimal_by_columns(trans, accept)
     classes, table = _packed(minimal, _class_of_column(starts, run_class))
-    return _expanded(minimal, starts, run_class, 256), accepting, classes, table
+    return accepting, classes, table
 
 
 _EACH_BYTE = np.arange(256, dtype=np.int64)
@@ -63,7 +65,7 @@ _EACH_BYTE = np.arange(256, dtype=np.int64)
 
 @njit(cache=True, nogil=True)
 def canonical_packed_dag(trans: np.ndarray, accept: np.ndarray, closed: np.ndarray) -> tuple[
-        np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:  # pragma: no cover - compiled
+        np.ndarray, np.ndarray, np.ndarray] | None:  # pragma: no cover - compiled
     """``canonical_packed`` of a byte table whose rows outside ``closed`` (bool [n]) form a DAG
     over the closed rows, which lead only to closed rows: a trie in front of a loop. None where
     the open rows reachable from 0 hold a cycle.
@@ -83,7 +85,7 @@ def canonical_packed_dag(trans: np.ndarray, accept: np.ndarray, closed: np.ndarr
         return None
     minimal, accepting = found
     classes, table = _packed(minimal, _class_of_column(starts, run_class))
-    return _expanded(minimal, starts, run_class, 256), accepting, classes, table
+    return accepting, classes, table
 
 
 @njit(cache=True, nogil=True)
