@@ -81,7 +81,7 @@ import numpy as np
 from numba import njit
 
 from grammarsd.errors import GrammarError, GrammarTooLargeError
-from grammarsd.grammar._canonical import canonical_packed, canonical_packed_dag
+from grammarsd.grammar._canonical import byte_packing, canonical_packed, canonical_packed_dag
 from grammarsd.grammar.automata import (
     TAG_OFFSET,
     CharDFA,
@@ -350,19 +350,27 @@ def _excluding_dfa(leaf: Excluding, quoted: bool, nonempty: bool, max_states: in
     rest = _NO_TAIL if tail is None else tail
     built = _excluding_table(np.frombuffer(text, np.uint32), offsets,
                              np.array(leaf.chars.ranges, np.int64).reshape(-1, 2),
-                             _read_only(body.trans), _read_only(body.accept), quoted,
-                             _read_only(rest.trans), _read_only(rest.accept), max_states)
+                             *_packing(body), quoted, *_packing(rest), max_states)
     if built is None:
         return None
-    table, accept, closed = built
+    table, accept, closed, column = built
     if nonempty and accept[0]:  # (unquoted, "" not left out): a fresh start, as ``_finish``
-        return _finish((table, accept), nonempty, max_states)
-    packed = canonical_packed_dag(table, accept, closed)
+        return _finish((table[:, column], accept), nonempty, max_states)
+    packed = canonical_packed_dag(table, accept, closed, column)
     assert packed is not None, "a trie is a tree"
     return _finished(*packed, max_states)
 
 
-_NO_TAIL = ByteDFA(np.full((1, 256), -1, np.int32), np.ones(1, bool))  # the closing quote's
+def _packing(dfa: ByteDFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(classes, table, accept)`` of ``dfa``, read-only, as the kernels over packed tables
+    take them."""
+    classes, table = dfa.packed if dfa.packed is not None else byte_packing(dfa.trans)
+    return _read_only(classes), _read_only(table), _read_only(dfa.accept)
+
+
+# what follows the closing quote of a key complement with no tail: the end, one accepting state
+_NO_TAIL = ByteDFA(None, np.ones(1, bool), packed=(np.zeros(256, np.uint8),
+                                                   np.full((1, 1), -1, np.int32)))
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
@@ -376,34 +384,63 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
-def _excluding_table(code_points, offsets, ranges, body, body_accept, quoted, tail,  # noqa: ANN001, ANN201
-                     tail_accept, max_states):  # pragma: no cover - compiled
-    """``_excluding_dfa``'s table before minimisation: ``(table, accept, closed)``, None past
-    ``max_states`` rows. The rows: with quotes, a start that reads the opening one; one per
-    trie node (``_word_trie``: the body's boundary row); the body; the spellings' prefix
-    states, each a copy of the body row it stands beside (a prefix state is known by its row: a
-    target past the body in a row this node wrote); with quotes, the tail, whose start every
-    state where the body may end reaches by the closing quote. ``closed`` marks the body and
-    the tail: the other rows lead there or to each other, without a cycle."""
+def _excluding_table(code_points, offsets, ranges, body_classes, body, body_accept, quoted,  # noqa: ANN001, ANN201
+                     tail_classes, tail, tail_accept, max_states):  # pragma: no cover - compiled
+    """``_excluding_dfa``'s table before minimisation, over byte columns: ``(table, accept,
+    closed, column)``, None past ``max_states`` rows. ``column`` (int64 [256]) maps each byte
+    to its column: the bytes split as the body and tail do (both given packed: ``classes``,
+    ``table``), and every byte a spelling of a trie edge or a quote reads is a column of its
+    own; columns are numbered by first byte, as packing numbers them. The rows: with quotes, a
+    start that reads the opening one; one per trie node (``_word_trie``: the body's boundary
+    row); the body; the spellings' prefix states, each a copy of the body row it stands beside
+    (a prefix state is known by its row: a target past the body in a row this node wrote);
+    with quotes, the tail, whose start every state where the body may end reaches by the
+    closing quote. ``closed`` marks the body and the tail: the other rows lead there or to each
+    other, without a cycle."""
     final, kid_ptr, kid_char, kid_node = _word_trie(code_points, offsets, ranges)
     num_nodes = final.shape[0]
     if num_nodes > max_states:
         return None
+    spelled = np.empty((3, 12), np.uint8)
+    lengths = np.empty(3, np.int64)
+    alone = np.zeros(256, np.bool_)  # bytes written one at a time: a column each
+    alone[0x22] = True
+    for k in range(kid_ptr[num_nodes]):
+        for j in range(_spell(kid_char[k], spelled, lengths)):
+            for i in range(lengths[j]):
+                b = spelled[j, i]
+                alone[b] = True
+                if i >= 2 and 0x61 <= b <= 0x66:  # a hex digit: either case
+                    alone[b - 32] = True
+    column = np.empty(256, np.int64)
+    rep = np.empty(256, np.int64)  # the first byte of each column
+    width = 0
+    for b in range(256):
+        column[b] = -1
+        if not alone[b]:
+            for c in range(width):
+                r = rep[c]
+                if (not alone[r] and body_classes[r] == body_classes[b]
+                        and tail_classes[r] == tail_classes[b]):
+                    column[b] = c
+                    break
+        if column[b] < 0:
+            column[b] = width
+            rep[width] = b
+            width += 1
     first = 1 if quoted else 0
     shift = first + num_nodes  # body state s is state shift + s
     prefix_base = shift + body.shape[0]  # then one state per spelling prefix
     rest = tail.shape[0] if quoted else 0
     capacity = prefix_base + 8 * kid_node.shape[0] + rest
-    table = np.empty((capacity, 256), np.int32)
+    table = np.empty((capacity, width), np.int32)
     table[:first] = -1
     for s in range(body.shape[0]):
-        for c in range(256):
-            t = body[s, c]
+        for c in range(width):
+            t = body[s, body_classes[rep[c]]]
             table[shift + s, c] = t + shift if t >= 0 else -1
     for n in range(num_nodes):
         table[first + n] = table[shift]
-    spelled = np.empty((3, 12), np.uint8)
-    lengths = np.empty(3, np.int64)
     top = prefix_base
     for n in range(num_nodes):
         for k in range(kid_ptr[n], kid_ptr[n + 1]):
@@ -412,16 +449,17 @@ def _excluding_table(code_points, offsets, ranges, body, body_accept, quoted, ta
                 last = lengths[j] - 1
                 for i in range(last + 1):
                     b = spelled[j, i]
+                    col = column[b]
                     if i == last:
                         nxt = first + kid_node[k]
                     else:
-                        nxt = table[here, b]
+                        nxt = table[here, col]
                         if nxt < 0:  # (every spelling lives in the body)
                             return None
                         if nxt < prefix_base:  # a new prefix: the body state it stands beside
                             if top + rest == capacity:
                                 capacity *= 2
-                                grown = np.empty((capacity, 256), np.int32)
+                                grown = np.empty((capacity, width), np.int32)
                                 grown[:top] = table[:top]
                                 table = grown
                             table[top] = table[nxt]
@@ -429,9 +467,9 @@ def _excluding_table(code_points, offsets, ranges, body, body_accept, quoted, ta
                             top += 1
                             if top > max_states:
                                 return None
-                    table[here, b] = nxt
+                    table[here, col] = nxt
                     if i >= 2 and 0x61 <= b <= 0x66:  # a hex digit: either case
-                        table[here, b - 32] = nxt
+                        table[here, column[b - 32]] = nxt
                     here = nxt
     accept = np.zeros(top + rest, np.bool_)
     for n in range(num_nodes):
@@ -443,17 +481,18 @@ def _excluding_table(code_points, offsets, ranges, body, body_accept, quoted, ta
         if top + rest > max_states:
             return None
         for s in range(rest):
-            for c in range(256):
-                t = tail[s, c]
+            for c in range(width):
+                t = tail[s, tail_classes[rep[c]]]
                 table[top + s, c] = t + top if t >= 0 else -1
-        table[0, 0x22] = first
+        quote = column[0x22]
+        table[0, quote] = first
         for s in range(top):
             if accept[s]:
-                table[s, 0x22] = top
+                table[s, quote] = top
         accept[:top] = False
         accept[top:] = tail_accept
         closed[top:] = True
-    return table[: top + rest], accept, closed
+    return table[: top + rest], accept, closed, column
 
 
 @njit(cache=True, nogil=True)

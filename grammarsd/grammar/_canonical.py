@@ -64,11 +64,13 @@ _EACH_BYTE = np.arange(256, dtype=np.int64)
 
 
 @njit(cache=True, nogil=True)
-def canonical_packed_dag(trans: np.ndarray, accept: np.ndarray, closed: np.ndarray) -> tuple[
+def canonical_packed_dag(trans: np.ndarray, accept: np.ndarray, closed: np.ndarray,
+                         column_of_byte: np.ndarray) -> tuple[
         np.ndarray, np.ndarray, np.ndarray] | None:  # pragma: no cover - compiled
-    """``canonical_packed`` of a byte table whose rows outside ``closed`` (bool [n]) form a DAG
-    over the closed rows, which lead only to closed rows: a trie in front of a loop. None where
-    the open rows reachable from 0 hold a cycle.
+    """``canonical_packed`` of a table over byte columns (``column_of_byte``: int64 [256], the
+    columns numbered by first byte; ``np.arange(256)`` for a byte table) whose rows outside
+    ``closed`` (bool [n]) form a DAG over the closed rows, which lead only to closed rows: a
+    trie in front of a loop. None where the open rows reachable from 0 hold a cycle.
 
     The closed part is minimised by partition refinement; every open state is then merged
     bottom-up, in postorder, with the state whose row it equals once its targets are replaced
@@ -84,7 +86,8 @@ def canonical_packed_dag(trans: np.ndarray, accept: np.ndarray, closed: np.ndarr
     if found is None:
         return None
     minimal, accepting = found
-    classes, table = _packed(minimal, _class_of_column(starts, run_class))
+    class_of_column = _class_of_column(starts, run_class)
+    classes, table = _packed(minimal, class_of_column[column_of_byte])
     return accepting, classes, table
 
 

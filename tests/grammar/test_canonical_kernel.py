@@ -21,6 +21,7 @@ from grammarsd.grammar._canonical import (
 from grammarsd.grammar.automata import canonical_table
 
 Table = tuple[list[list[int]], list[bool]]
+_EACH_BYTE = np.arange(256, dtype=np.int64)  # a byte table's columns
 
 
 def _search(succ: list[set[int]], seeds: set[int]) -> set[int]:
@@ -200,7 +201,7 @@ def dag_table(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndar
 @pytest.mark.parametrize("seed", range(300))
 def test_canonical_packed_dag_equals_the_general_minimisation(seed: int) -> None:
     trans, accept, closed = dag_table(np.random.default_rng(seed))
-    got = canonical_packed_dag(trans, accept, closed)
+    got = canonical_packed_dag(trans, accept, closed, _EACH_BYTE)
     assert got is not None
     want = canonical_packed(trans, accept)
     for a, b in zip(got, want, strict=True):
@@ -220,7 +221,7 @@ def test_canonical_packed_dag_merges_equal_subtries() -> None:
     trans[3, ord("x")] = trans[4, ord("x")] = 5
     accept = np.array([False, False, False, False, False, True])
     closed = np.array([False] * 5 + [True])
-    out_accept, _, minimal = canonical_packed_dag(trans, accept, closed)
+    out_accept, _, minimal = canonical_packed_dag(trans, accept, closed, _EACH_BYTE)
     assert minimal.shape[0] == 4 and out_accept.tolist() == [False, False, False, True]
 
 
@@ -228,9 +229,9 @@ def test_canonical_packed_dag_refuses_a_cycle_and_a_closed_row_leading_out() -> 
     trans = np.full((3, 256), -1, np.int32)
     trans[0, 0], trans[1, 1], trans[1, 2] = 1, 0, 2
     accept = np.array([False, False, True])
-    assert canonical_packed_dag(trans, accept, np.array([False, False, True])) is None
+    assert canonical_packed_dag(trans, accept, np.array([False, False, True]), _EACH_BYTE) is None
     with pytest.raises(ValueError, match="closed"):
-        canonical_packed_dag(trans, accept, np.array([False, True, True]))
+        canonical_packed_dag(trans, accept, np.array([False, True, True]), _EACH_BYTE)
 
 
 # ``concatenation`` and ``sequence``: pieces one after another, each packed; a chain head (a
