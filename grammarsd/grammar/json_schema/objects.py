@@ -315,11 +315,12 @@ class _ObjectBuilder:
         k = self.names[i]
         if k in seen or not self.values[i]:
             return []
-        new_seen = seen | {k}
-        if not self.any_order:
-            new_seen = new_seen & self.tracked
-        return [self._step(lead, member, self._state(new_seen, i if not self.any_order else -1,
-                                                     False, nxt, shown | more))
+        if self.any_order:
+            new_seen, last = seen | {k}, -1
+        else:  # only tracked keys are kept (``seen`` holds no other): most keys leave it alone
+            new_seen, last = (seen | {k} if k in self.tracked else seen), i
+        return [self._step(lead, member, self._state(new_seen, last, False, nxt,
+                                                     shown | more if more else shown))
                 for member, more in self.values[i]]
 
     def _cover(self, first: int, stop: int, context: tuple[Any, ...]) -> list[Expr]:
