@@ -281,8 +281,8 @@ class MaskCache:
             unc_cls=np.zeros(1024, dtype=np.int32),
         )
         self._row_of_signature: dict[bytes, int] = {}
-        self._sig_ok = K.small_terminal(compiled.tables.state_term, _SIG_MAX_STATES)  # see
-        # ``_signature``
+        # states whose terminal is small enough to be named by a signature (``_signature``)
+        self._sig_ok = K.small_terminal(compiled.tables.state_term, _SIG_MAX_STATES)
         self._tile = compiled.tables.state_tile
         self._caps = caps
         self._sig_label = np.full(tables.dfa_trans.shape[0], -1, dtype=np.int32)
@@ -294,8 +294,8 @@ class MaskCache:
     def nbytes(self) -> int:
         """Bytes the cache holds: its rows (``arrays``, counted as they are published), per-state
         step sets, radii and signature labels (the row builders' vocabulary-sized scratch and
-        the signature buffers are per thread, ``_scratch``, ``_signature_scratch``). A sum kept up to date, not a walk: ``CompileCache`` asks
-        every entry on every insertion."""
+        the signature buffers are per thread: ``_scratch``, ``_signature_scratch``). A sum kept
+        up to date, not a walk: ``CompileCache`` asks every entry on every insertion."""
         return self._owned_nbytes + self._arrays_nbytes
 
     @property
@@ -600,7 +600,7 @@ def _joined(parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
-_NO_CAPS = CapSlots(0, _joined([]), _joined([]), _joined([]))  # no capped terminal (read only)
+_NO_CAPS = CapSlots(0, _joined([]), _joined([]), _joined([]))  # a grammar with no capped terminal
 
 
 class Runtime:
