@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from grammarsd.compiler.dfa_cache import PackedDfa, _end_to_end
 from grammarsd.grammar._canonical import (
+    _EACH_BYTE,
     canonical_packed,
     canonical_packed_dag,
     column_classes,
@@ -21,7 +22,6 @@ from grammarsd.grammar._canonical import (
 from grammarsd.grammar.automata import canonical_table
 
 Table = tuple[list[list[int]], list[bool]]
-_EACH_BYTE = np.arange(256, dtype=np.int64)  # a byte table's columns
 
 
 def _search(succ: list[set[int]], seeds: set[int]) -> set[int]:
